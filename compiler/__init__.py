@@ -1,0 +1,1 @@
+"""Prism's compiler: ONNX -> graph IR -> passes -> loop IR -> LLVM IR -> native code."""

@@ -1,0 +1,61 @@
+"""The one error type a user of the compiler sees.
+
+Every failure a user can cause (a bad model, an unsupported op or attribute, a shape that cannot be
+specialized, an unknown pass, a crash in generated code) becomes a :class:`CompileError`: the stage
+it happened in, a one-line message, and where known the node, op, pass, kernel and attribute.
+Its :meth:`CompileError.to_dict` is the payload of a ``compile.failed`` event (DESIGN.md "Events").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STAGES = ("request", "import", "shape", "passes", "lowering", "codegen", "run", "verify")
+
+
+class CompileError(Exception):
+    """A failure the user can act on.
+
+    Args:
+        stage: one of :data:`STAGES`.
+        message: one line, naming what is wrong (node, op, attribute, limit).
+        node, op, pass_name, kernel, attribute: the place, where known.
+
+    ``str(err)`` is the one-line message prefixed with the stage, as the CLI prints it.
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        message: str,
+        *,
+        node: str | None = None,
+        op: str | None = None,
+        pass_name: str | None = None,
+        kernel: str | None = None,
+        attribute: str | None = None,
+    ) -> None:
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+        self.stage = stage
+        self.message = " ".join(str(message).split())  # always one line
+        self.node = node
+        self.op = op
+        self.pass_name = pass_name
+        self.kernel = kernel
+        self.attribute = attribute
+        super().__init__(f"{stage}: {self.message}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``compile.failed`` payload: ``stage``, ``message`` and the known places."""
+        out: dict[str, Any] = {"stage": self.stage, "message": self.message}
+        for key, val in (
+            ("pass", self.pass_name),
+            ("node", self.node),
+            ("op", self.op),
+            ("kernel", self.kernel),
+            ("attribute", self.attribute),
+        ):
+            if val is not None:
+                out[key] = val
+        return out
