@@ -9,6 +9,7 @@ Models: onnx-ir's ``PassResult``; MLIR pass options; TVM's ``PassContext``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -92,7 +93,7 @@ class PassContext:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
-class Pass:
+class Pass(ABC):
     """Base class. Subclasses set ``name`` (kebab-case) and ``options`` and implement ``run``.
 
     ``self.opts`` holds the option values (defaults overridden by the pipeline text).
@@ -109,8 +110,9 @@ class Pass:
                 raise ValueError(f"unknown option {key!r} for pass {self.name!r} (valid: {valid})")
         self.opts: dict[str, Any] = {o.name: opts.get(o.name, o.default) for o in self.options}
 
+    @abstractmethod
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        raise NotImplementedError(f"pass {self.name} does not implement run()")
+        """Rewrite ``graph`` in place; return whether it changed and the remarks made."""
 
     def remark(self, kind: str, message: str, nodes: list[str] | None = None, **data: Any) -> Remark:
         return Remark(kind, self.name, message, list(nodes or []), data)
