@@ -1,0 +1,239 @@
+/**
+ * The compiler's event stream, typed: one interface per row of DESIGN.md's "Events" table.
+ *
+ * Every event is `{seq, type, ts, ...payload}`; `seq` counts from 0 with no gaps within one
+ * compilation, `ts` is Unix seconds. Fields may be added by the compiler, never renamed, so
+ * every payload interface is open to extra fields and the reducer ignores unknown types.
+ */
+
+export type Dim = number | string | null;
+
+export interface TensorInfo {
+  name: string;
+  dtype: string;
+  shape: Dim[];
+}
+
+export interface ModelInfo {
+  name: string;
+  sha256: string;
+  opset?: number;
+  inputs: TensorInfo[];
+  outputs: TensorInfo[];
+  [extra: string]: unknown;
+}
+
+export type RemarkKind = "applied" | "missed" | "analysis";
+
+/** One optimization decision: `nodes` are graph node names, `data` its numbers. */
+export interface Remark {
+  kind: RemarkKind;
+  pass: string;
+  message: string;
+  nodes: string[];
+  data?: Record<string, unknown>;
+}
+
+export interface EventBase {
+  seq: number;
+  ts: number;
+}
+
+export interface CompileStarted extends EventBase {
+  type: "compile.started";
+  model: ModelInfo;
+  target: string;
+  /** The pipeline with presets expanded, e.g. `fold-constants,fuse-ops{max-group-size=16}`. */
+  pipeline: string;
+  compiler_version?: string;
+}
+
+export type PassOptions = Record<string, unknown>;
+
+export interface PassStarted extends EventBase {
+  type: "pass.started";
+  index: number;
+  name: string;
+  options: PassOptions;
+}
+
+export interface PassStats {
+  nodes?: number;
+  groups?: number;
+  constant_bytes?: number;
+  [extra: string]: unknown;
+}
+
+export interface PassFinished extends EventBase {
+  type: "pass.finished";
+  index: number;
+  name: string;
+  options: PassOptions;
+  duration_ms: number;
+  changed: boolean;
+  /** Printed graph IR after the pass (one node a line). */
+  ir: string;
+  stats: PassStats;
+  remarks: Remark[];
+}
+
+export interface FusedNode {
+  id: string;
+  name: string;
+  op_type: string;
+  group: string | null;
+  attributes?: Record<string, unknown>;
+}
+
+export interface FusedEdge {
+  source: string;
+  target: string;
+  value: string;
+  dtype: string;
+  shape: Dim[];
+}
+
+export interface FusedGroup {
+  id: string;
+  kernel: string;
+  kind: string;
+  nodes: string[];
+}
+
+export interface GraphFused extends EventBase {
+  type: "graph.fused";
+  nodes: FusedNode[];
+  edges: FusedEdge[];
+  groups: FusedGroup[];
+}
+
+export interface BufferPlan {
+  value: string;
+  offset: number;
+  size: number;
+  first: number;
+  last: number;
+}
+
+export interface MemoryPlanned extends EventBase {
+  type: "memory.planned";
+  arena_bytes: number;
+  no_sharing_bytes: number;
+  lower_bound_bytes: number;
+  buffers: BufferPlan[];
+}
+
+export interface KernelLowered extends EventBase {
+  type: "kernel.lowered";
+  kernel: string;
+  group: string;
+  loop_ir: string;
+  schedule: unknown;
+}
+
+export interface KernelCompiled extends EventBase {
+  type: "kernel.compiled";
+  kernel: string;
+  llvm_ir: string;
+  llvm_ir_optimized: string;
+  asm: string;
+  compile_ms: number;
+}
+
+export interface KernelTimed extends EventBase {
+  type: "kernel.timed";
+  kernel: string;
+  median_us: number;
+  flops: number;
+  bytes: number;
+  gflops: number;
+  gbps: number;
+}
+
+export interface ModelTimed extends EventBase {
+  type: "model.timed";
+  prism_ms: number;
+  onnxruntime_ms: number;
+  /** prism_ms / onnxruntime_ms: below 1 means Prism is faster. */
+  ratio: number;
+  repeats: number;
+}
+
+export interface ModelVerified extends EventBase {
+  type: "model.verified";
+  passed: boolean;
+  max_abs_error: number;
+  max_rel_error: number;
+  rtol: number;
+  atol: number;
+}
+
+export const STAGES = ["import", "passes", "lowering", "codegen", "run", "verify"] as const;
+export type Stage = (typeof STAGES)[number];
+
+export interface CompileFinished extends EventBase {
+  type: "compile.finished";
+  duration_ms: number;
+  stage_ms: Partial<Record<Stage, number>>;
+}
+
+export interface CompileFailed extends EventBase {
+  type: "compile.failed";
+  stage: string;
+  message: string;
+  pass?: string;
+  node?: string;
+  kernel?: string;
+}
+
+export type CompileEvent =
+  | CompileStarted
+  | PassStarted
+  | PassFinished
+  | GraphFused
+  | MemoryPlanned
+  | KernelLowered
+  | KernelCompiled
+  | KernelTimed
+  | ModelTimed
+  | ModelVerified
+  | CompileFinished
+  | CompileFailed;
+
+export type EventType = CompileEvent["type"];
+
+/** An event of a type this build does not know; kept in the log, ignored by the reducer. */
+export interface UnknownEvent extends EventBase {
+  type: string;
+  [extra: string]: unknown;
+}
+
+export const EVENT_TYPES: readonly EventType[] = [
+  "compile.started",
+  "pass.started",
+  "pass.finished",
+  "graph.fused",
+  "memory.planned",
+  "kernel.lowered",
+  "kernel.compiled",
+  "kernel.timed",
+  "model.timed",
+  "model.verified",
+  "compile.finished",
+  "compile.failed",
+];
+
+export function isKnownEvent(e: { type: string }): e is CompileEvent {
+  return (EVENT_TYPES as readonly string[]).includes(e.type);
+}
+
+/** Checks the envelope of a message from the wire; throws on anything that is not an event. */
+export function parseEvent(raw: unknown): CompileEvent | UnknownEvent {
+  if (typeof raw !== "object" || raw === null) throw new Error("event is not an object");
+  const o = raw as Record<string, unknown>;
+  if (typeof o.seq !== "number" || !Number.isInteger(o.seq) || o.seq < 0) {
+    throw new Error("event has no integer seq");
+  }
+  if (typeof o.type !== "string") throw new Error("event has no type");
+  return o as unknown as CompileEvent | UnknownEvent;
+}

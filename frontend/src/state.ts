@@ -1,0 +1,182 @@
+/**
+ * The compilation page's state: a pure reducer over the event list.
+ *
+ * Events are applied strictly in `seq` order. An event that arrives early (seq beyond the next
+ * expected one) waits in `pending` until the gap is filled; one already applied or already
+ * pending is dropped. So the same set of events gives the same state whatever the order and
+ * however many times each arrives: the page looks the same live and when reopened.
+ */
+import type {
+  CompileEvent,
+  CompileFailed,
+  CompileFinished,
+  CompileStarted,
+  FusedGroup,
+  GraphFused,
+  KernelCompiled,
+  KernelLowered,
+  KernelTimed,
+  MemoryPlanned,
+  ModelTimed,
+  ModelVerified,
+  PassFinished,
+  PassStarted,
+  Stage,
+  UnknownEvent,
+} from "./events";
+import { isKnownEvent, STAGES } from "./events";
+import { splitPipeline } from "./pipeline";
+
+export interface KernelState {
+  name: string;
+  group?: string;
+  lowered?: KernelLowered;
+  compiled?: KernelCompiled;
+  timed?: KernelTimed;
+}
+
+export interface CompilationState {
+  /** The next seq to apply; every seq below it has been applied. */
+  nextSeq: number;
+  /** Events that arrived ahead of a gap, by seq. */
+  pending: ReadonlyMap<number, CompileEvent | UnknownEvent>;
+  started?: CompileStarted;
+  /** The passes the expanded pipeline names, in order (from compile.started). */
+  plannedPasses: string[];
+  /** The pass running now, if any. */
+  running?: PassStarted;
+  passes: PassFinished[];
+  fusion?: GraphFused;
+  memory?: MemoryPlanned;
+  kernels: ReadonlyMap<string, KernelState>;
+  timing?: ModelTimed;
+  verification?: ModelVerified;
+  finished?: CompileFinished;
+  failed?: CompileFailed;
+  /** The stage the latest event belongs to. */
+  stage?: Stage;
+}
+
+export function initialState(): CompilationState {
+  return { nextSeq: 0, pending: new Map(), plannedPasses: [], passes: [], kernels: new Map() };
+}
+
+/** Adds one event; returns the same object when the event changes nothing (duplicate). */
+export function reduce(state: CompilationState, event: CompileEvent | UnknownEvent): CompilationState {
+  if (event.seq < state.nextSeq || state.pending.has(event.seq)) return state;
+  if (event.seq > state.nextSeq) {
+    const pending = new Map(state.pending);
+    pending.set(event.seq, event);
+    return { ...state, pending };
+  }
+  let next = apply(state, event);
+  next = { ...next, nextSeq: state.nextSeq + 1 };
+  if (next.pending.size === 0) return next;
+  const pending = new Map(next.pending);
+  for (let e = pending.get(next.nextSeq); e !== undefined; e = pending.get(next.nextSeq)) {
+    pending.delete(next.nextSeq);
+    next = { ...apply(next, e), nextSeq: next.nextSeq + 1 };
+  }
+  return { ...next, pending };
+}
+
+/** Folds a list of events (any order, duplicates allowed) into a state. */
+export function reduceAll(
+  events: Iterable<CompileEvent | UnknownEvent>,
+  state: CompilationState = initialState(),
+): CompilationState {
+  let s = state;
+  for (const e of events) s = reduce(s, e);
+  return s;
+}
+
+function withKernel(
+  state: CompilationState,
+  name: string,
+  update: (k: KernelState) => KernelState,
+): CompilationState {
+  const kernels = new Map(state.kernels);
+  kernels.set(name, update(kernels.get(name) ?? { name }));
+  return { ...state, kernels };
+}
+
+function apply(state: CompilationState, event: CompileEvent | UnknownEvent): CompilationState {
+  if (!isKnownEvent(event)) return state;
+  switch (event.type) {
+    case "compile.started":
+      return {
+        ...state,
+        started: event,
+        plannedPasses: splitPipeline(event.pipeline).map((p) => p.name),
+        stage: "import",
+      };
+    case "pass.started":
+      return { ...state, running: event, stage: "passes" };
+    case "pass.finished":
+      return { ...state, running: undefined, passes: [...state.passes, event], stage: "passes" };
+    case "graph.fused":
+      return { ...state, fusion: event };
+    case "memory.planned":
+      return { ...state, memory: event };
+    case "kernel.lowered":
+      return {
+        ...withKernel(state, event.kernel, (k) => ({ ...k, group: event.group, lowered: event })),
+        stage: "lowering",
+      };
+    case "kernel.compiled":
+      return { ...withKernel(state, event.kernel, (k) => ({ ...k, compiled: event })), stage: "codegen" };
+    case "kernel.timed":
+      return { ...withKernel(state, event.kernel, (k) => ({ ...k, timed: event })), stage: "run" };
+    case "model.timed":
+      return { ...state, timing: event, stage: "run" };
+    case "model.verified":
+      return { ...state, verification: event, stage: "verify" };
+    case "compile.finished":
+      return { ...state, finished: event, running: undefined };
+    case "compile.failed":
+      return { ...state, failed: event, running: undefined };
+  }
+}
+
+export type StageStatus = "waiting" | "running" | "done" | "failed" | "skipped";
+
+/**
+ * Status of each stage for the progress bar. A stage before the current one is done; after a
+ * finish, a stage that produced nothing and has no time in `stage_ms` is "skipped".
+ */
+export function stageStatus(state: CompilationState): Record<Stage, StageStatus> {
+  const out = {} as Record<Stage, StageStatus>;
+  const failedAt = state.failed ? (STAGES as readonly string[]).indexOf(state.failed.stage) : -1;
+  const current = state.stage ? STAGES.indexOf(state.stage) : state.nextSeq > 0 ? 0 : -1;
+  STAGES.forEach((stage, i) => {
+    if (state.finished) {
+      const ms = state.finished.stage_ms?.[stage];
+      out[stage] = ms === undefined && i > current ? "skipped" : "done";
+    } else if (state.failed) {
+      const at = failedAt >= 0 ? failedAt : Math.max(current, 0);
+      out[stage] = i < at ? "done" : i === at ? "failed" : "skipped";
+    } else {
+      out[stage] = i < current ? "done" : i === current ? "running" : "waiting";
+    }
+  });
+  return out;
+}
+
+/** Whether the compilation has ended (finished or failed). */
+export function isDone(state: CompilationState): boolean {
+  return state.finished !== undefined || state.failed !== undefined;
+}
+
+/** The group a node belongs to and its kernel name, from the fusion graph. */
+export function groupOfNode(state: CompilationState, node: string): FusedGroup | undefined {
+  const f = state.fusion;
+  if (!f) return undefined;
+  const n = f.nodes.find((x) => x.name === node || x.id === node);
+  if (!n || n.group === null) return undefined;
+  return f.groups.find((g) => g.id === n.group);
+}
+
+/** All remarks of all passes, in pass order. */
+export function allRemarks(state: CompilationState): PassFinished["remarks"] {
+  return state.passes.flatMap((p) => p.remarks ?? []);
+}

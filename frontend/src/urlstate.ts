@@ -1,0 +1,85 @@
+/**
+ * URL state: every view of the app has a URL, parsed from and formatted to `location`.
+ *
+ *   /                                  start page
+ *   /c/<id>                            compilation summary   (?view=remarks for the remarks)
+ *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1)
+ *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
+ *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
+ *
+ * Names are percent-encoded in paths and queries, so any node or kernel name round-trips.
+ */
+
+export type KernelTab = "loop" | "llvm" | "opt" | "asm";
+export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "asm"];
+
+export type View =
+  | { page: "start" }
+  | { page: "compilation"; id: string; view: "summary" }
+  | { page: "compilation"; id: string; view: "remarks" }
+  | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean }
+  | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
+  | { page: "compilation"; id: string; view: "graph"; node: string | null }
+  | { page: "notfound"; path: string };
+
+export type CompilationView = Extract<View, { page: "compilation" }>;
+
+function decode(s: string): string | null {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return null;
+  }
+}
+
+/** Parses a path and query (`location.pathname`, `location.search`) into a view. */
+export function parseUrl(pathname: string, search = ""): View {
+  const q = new URLSearchParams(search);
+  const parts = pathname.split("/").filter((p) => p !== "");
+  if (parts.length === 0) return { page: "start" };
+  if (parts[0] !== "c" || parts.length < 2) return { page: "notfound", path: pathname };
+  const id = decode(parts[1]);
+  if (id === null || id === "") return { page: "notfound", path: pathname };
+  if (parts.length === 2) {
+    return q.get("view") === "remarks" ? { page: "compilation", id, view: "remarks" } : { page: "compilation", id, view: "summary" };
+  }
+  const kind = parts[2];
+  if (kind === "pass" && parts.length === 4 && /^\d+$/.test(parts[3])) {
+    return { page: "compilation", id, view: "pass", pass: Number(parts[3]), diff: q.get("diff") === "1" };
+  }
+  if (kind === "kernel" && parts.length >= 4) {
+    const kernel = decode(parts.slice(3).join("/"));
+    if (kernel === null || kernel === "") return { page: "notfound", path: pathname };
+    const t = q.get("tab");
+    const tab: KernelTab = t !== null && (KERNEL_TABS as readonly string[]).includes(t) ? (t as KernelTab) : "loop";
+    return { page: "compilation", id, view: "kernel", kernel, tab };
+  }
+  if (kind === "graph" && parts.length === 3) {
+    const node = q.get("node");
+    return { page: "compilation", id, view: "graph", node: node === null || node === "" ? null : node };
+  }
+  return { page: "notfound", path: pathname };
+}
+
+/** Formats a view as a path plus query; `parseUrl` of the result gives the view back. */
+export function formatUrl(v: View): string {
+  if (v.page === "start") return "/";
+  if (v.page === "notfound") return v.path;
+  const base = `/c/${encodeURIComponent(v.id)}`;
+  switch (v.view) {
+    case "summary":
+      return base;
+    case "remarks":
+      return `${base}?view=remarks`;
+    case "pass":
+      return `${base}/pass/${v.pass}${v.diff ? "?diff=1" : ""}`;
+    case "kernel":
+      return `${base}/kernel/${encodeURIComponent(v.kernel)}${v.tab === "loop" ? "" : `?tab=${v.tab}`}`;
+    case "graph":
+      return v.node === null ? `${base}/graph` : `${base}/graph?${new URLSearchParams({ node: v.node }).toString()}`;
+  }
+}
+
+export function sameView(a: View, b: View): boolean {
+  return formatUrl(a) === formatUrl(b);
+}

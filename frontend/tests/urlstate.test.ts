@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { formatUrl, parseUrl, type View } from "../src/urlstate";
+
+function roundTrip(v: View): View {
+  const url = new URL(formatUrl(v), "http://x");
+  return parseUrl(url.pathname, url.search);
+}
+
+describe("url state", () => {
+  it("parses every route", () => {
+    expect(parseUrl("/")).toEqual({ page: "start" });
+    expect(parseUrl("/c/k3x9q2ab")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "summary" });
+    expect(parseUrl("/c/k3x9q2ab/", "?view=remarks")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
+    expect(parseUrl("/c/k3x9q2ab/pass/7")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false });
+    expect(parseUrl("/c/k3x9q2ab/pass/7", "?diff=1")).toMatchObject({ view: "pass", pass: 7, diff: true });
+    expect(parseUrl("/c/k3x9q2ab/kernel/fused_conv_relu_0", "?tab=asm")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernel", kernel: "fused_conv_relu_0", tab: "asm" });
+    expect(parseUrl("/c/k3x9q2ab/kernel/k", "?tab=evil")).toMatchObject({ tab: "loop" });
+    expect(parseUrl("/c/k3x9q2ab/graph", "?node=Conv_12")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "graph", node: "Conv_12" });
+    expect(parseUrl("/c/k3x9q2ab/graph")).toMatchObject({ view: "graph", node: null });
+  });
+
+  it("reports unknown paths", () => {
+    for (const p of ["/x", "/c", "/c/a/pass/x", "/c/a/pass", "/c/a/kernel", "/c/a/graph/x", "/c/%E0%A4%A/pass/1"]) {
+      expect(parseUrl(p).page).toBe("notfound");
+    }
+  });
+
+  it("round-trips names with any characters", () => {
+    const names = ["<script>alert(1)</script>", "a/b c?d&e=f#g", "100%", "Conv_1:0", "ünï"];
+    for (const n of names) {
+      const k: View = { page: "compilation", id: "abc", view: "kernel", kernel: n, tab: "opt" };
+      expect(roundTrip(k)).toEqual(k);
+      const g: View = { page: "compilation", id: "abc", view: "graph", node: n };
+      expect(roundTrip(g)).toEqual(g);
+    }
+  });
+
+  it("formats canonical urls", () => {
+    expect(formatUrl({ page: "compilation", id: "abc", view: "pass", pass: 3, diff: true })).toBe("/c/abc/pass/3?diff=1");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "loop" })).toBe("/c/abc/kernel/k");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "graph", node: "a b" })).toBe("/c/abc/graph?node=a+b");
+    expect(formatUrl({ page: "start" })).toBe("/");
+  });
+});
