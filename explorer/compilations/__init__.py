@@ -1,0 +1,1 @@
+"""Uploaded models, compilations and their event logs."""

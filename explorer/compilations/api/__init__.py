@@ -1,0 +1,1 @@
+"""The JSON HTTP API under /api/."""

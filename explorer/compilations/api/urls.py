@@ -1,0 +1,18 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from explorer.compilations.api import views
+
+urlpatterns = [
+    path("models", views.ModelUploadView.as_view()),
+    path("models/<str:sha256>", views.ModelDetailView.as_view()),
+    path("compilations", views.CompilationListView.as_view()),
+    path("compilations/<str:compilation_id>", views.CompilationDetailView.as_view()),
+    path("compilations/<str:compilation_id>/events", views.CompilationEventsView.as_view()),
+    path("targets", views.CatalogView.as_view(kind="targets")),
+    path("passes", views.CatalogView.as_view(kind="passes")),
+    path("pipelines", views.CatalogView.as_view(kind="pipelines")),
+    path("samples", views.SampleListView.as_view()),
+    path("samples/<str:name>/model", views.SampleModelView.as_view()),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+]

@@ -1,0 +1,102 @@
+"""WebSocket /ws/compilations/<id>/?after=<seq>: a compilation's events, each exactly once, in order.
+
+On connect the consumer joins the compilation's group first and then replays the stored events
+with seq > after, so nothing published meanwhile is missed. Live messages from the channel layer
+are hints (it drops messages when a channel is full or a message expires, DESIGN.md): an event
+whose seq is the next expected is sent as it came; one beyond it makes the consumer read the gap
+from the database first; one at or below the last sent is a late duplicate and is dropped. A
+periodic poll reads the database while no terminal event has been sent, so that a dropped *last*
+event is found too. After the terminal event the server closes the socket with code 1000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from explorer.compilations import messages, selectors
+
+POLL_S = 2.0
+REPLAY_BATCH = 200
+
+
+class CompilationEventsConsumer(AsyncWebsocketConsumer):
+    compilation_id: str
+    next_seq: int
+    finished: bool
+
+    async def connect(self) -> None:
+        self.compilation_id = self.scope["url_route"]["kwargs"]["compilation_id"]
+        self.finished = False
+        self.lock = asyncio.Lock()
+        self.poller: asyncio.Task | None = None
+        self.group = messages.group_name(self.compilation_id)
+        await self.accept()
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            after = int(query.get("after", ["-1"])[0])
+        except ValueError:
+            await self.close(code=messages.CLOSE_BAD_REQUEST)
+            return
+        if not await self.compilation_exists():
+            await self.close(code=messages.CLOSE_NOT_FOUND)
+            return
+        self.next_seq = max(after, -1) + 1
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        async with self.lock:
+            await self.catch_up()
+        if not self.finished:
+            self.poller = asyncio.ensure_future(self.poll())
+
+    async def disconnect(self, code: int) -> None:
+        if self.poller is not None:
+            self.poller.cancel()
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        """Clients have nothing to say; incoming frames are ignored."""
+
+    async def compilation_event(self, message: dict) -> None:
+        """A live hint from the worker: `{"seq", "event" or None}` (see `messages`)."""
+        async with self.lock:
+            if self.finished or message["seq"] < self.next_seq:
+                return  # late duplicate
+            event = message.get("event")
+            if message["seq"] == self.next_seq and event is not None:
+                await self.deliver(event)
+            else:
+                await self.catch_up()  # a gap (dropped messages) or a seq-only hint
+
+    async def catch_up(self) -> None:
+        """Send every stored event from `next_seq` on. Call with `self.lock` held."""
+        while not self.finished:
+            events = await self.read_events(self.next_seq - 1, REPLAY_BATCH)
+            for event in events:
+                await self.deliver(event)
+            if len(events) < REPLAY_BATCH:
+                return
+
+    async def deliver(self, event: dict) -> None:
+        await self.send(text_data=json.dumps(event))
+        self.next_seq = event["seq"] + 1
+        if event["type"] in messages.TERMINAL_EVENT_TYPES:
+            self.finished = True
+            await self.close(code=1000)
+
+    async def poll(self) -> None:
+        while not self.finished:
+            await asyncio.sleep(POLL_S)
+            async with self.lock:
+                await self.catch_up()
+
+    @database_sync_to_async
+    def compilation_exists(self) -> bool:
+        return selectors.get_compilation(self.compilation_id) is not None
+
+    @database_sync_to_async
+    def read_events(self, after: int, limit: int) -> list[dict]:
+        return selectors.events_after(self.compilation_id, after, limit)

@@ -1,0 +1,154 @@
+"""Appending to a compilation's event log: the database first, then the channel layer.
+
+The log is append-only. An event is committed in its own transaction before it is announced on
+the compilation's channel-layer group; the announcement is a hint (the channel layer is
+at-most-once, DESIGN.md "The explorer") and the database is the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+from explorer.compilations import messages
+from explorer.compilations.models import Compilation, CompilationEvent
+
+log = logging.getLogger(__name__)
+
+# The stage a compilation was in, judged from the type of its last event.
+_STAGE_AFTER_EVENT = {
+    "compile.started": "import",
+    "pass.started": "passes",
+    "pass.finished": "passes",
+    "graph.fused": "passes",
+    "memory.planned": "lowering",
+    "kernel.lowered": "lowering",
+    "kernel.compiled": "codegen",
+    "kernel.timed": "run",
+    "model.timed": "run",
+    "model.verified": "verify",
+}
+
+
+class CompilationSuperseded(BaseException):  # noqa: N818
+    """This run no longer owns the compilation (it was reaped or finished elsewhere).
+
+    A BaseException, so that the compiler's own `except Exception` handlers let it through and the
+    run stops at once instead of emitting more events.
+    """
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data: numpy scalars and arrays become Python numbers and lists, tuples become
+    lists, and non-finite floats (NaN, ±inf: not JSON) become None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return jsonable(value.tolist())
+    return str(value)
+
+
+def stage_after(event_type: str | None) -> str:
+    """The compiler stage in progress after an event of this type (DESIGN.md stage names)."""
+    return _STAGE_AFTER_EVENT.get(event_type or "", "import")
+
+
+def record_event(compilation_id: str, event: dict, *, attempt: int | None = None) -> CompilationEvent:
+    """Store one event and then announce it on the compilation's group.
+
+    Args:
+        compilation_id: the compilation's public id.
+        event: `{"seq","type","ts",...payload}`; `seq` must be the next one in the log.
+        attempt: when given, the run that emits it; the event is refused unless the compilation is
+            still `running` under that attempt.
+    Raises:
+        CompilationSuperseded: the compilation is no longer this attempt's to write.
+        ValueError: `seq` is not the next one (the compiler broke its contract).
+    A terminal event (`compile.finished` / `compile.failed`) also sets the compilation's status,
+    `finished_at` and `error`, in the same transaction.
+    """
+    event = jsonable(event)
+    seq, etype = int(event["seq"]), str(event["type"])
+    ts = event.get("ts")
+    ts = float(ts) if isinstance(ts, (int, float)) else time.time()
+    payload = {k: v for k, v in event.items() if k not in ("seq", "type", "ts")}
+    with transaction.atomic():
+        comp = Compilation.objects.select_for_update().get(pk=compilation_id)
+        if attempt is not None and (comp.status != Compilation.Status.RUNNING or comp.attempts != attempt):
+            raise CompilationSuperseded(compilation_id)
+        last = comp.events.order_by("-seq").values_list("seq", flat=True).first()
+        expected = 0 if last is None else last + 1
+        if seq != expected:
+            raise ValueError(f"event seq {seq} is not the next one ({expected}) of {compilation_id}")
+        stored = CompilationEvent.objects.create(
+            compilation=comp, seq=seq, type=etype, ts=ts, payload=payload
+        )
+        now = timezone.now()
+        update: dict[str, Any] = {"heartbeat_at": now}
+        if etype in messages.TERMINAL_EVENT_TYPES:
+            ok = etype == "compile.finished"
+            update.update(
+                status=Compilation.Status.SUCCEEDED if ok else Compilation.Status.FAILED,
+                finished_at=now,
+                error=None if ok else payload,
+            )
+        Compilation.objects.filter(pk=compilation_id).update(**update)
+    announce(compilation_id, stored.as_event())
+    return stored
+
+
+def append_failure(compilation_id: str, *, message: str, reason: str, stage: str | None = None) -> bool:
+    """End a compilation's log with a `compile.failed` event written by the service itself.
+
+    Used when the compiler could not say it: the worker was lost, the time limit struck, or the
+    service failed. The event carries `reason` ("worker_lost", "time_limit", "internal") besides
+    the contract's `stage` and `message`. Does nothing (returns False) when the log already ended.
+    """
+    with transaction.atomic():
+        comp = Compilation.objects.select_for_update().get(pk=compilation_id)
+        if comp.status in (Compilation.Status.SUCCEEDED, Compilation.Status.FAILED):
+            return False
+        last = comp.events.order_by("-seq").first()
+        seq = 0 if last is None else last.seq + 1
+        payload = {
+            "stage": stage or stage_after(last.type if last else None),
+            "message": " ".join(message.split()),
+            "reason": reason,
+        }
+        stored = CompilationEvent.objects.create(
+            compilation=comp, seq=seq, type="compile.failed", ts=time.time(), payload=payload
+        )
+        Compilation.objects.filter(pk=compilation_id).update(
+            status=Compilation.Status.FAILED, finished_at=timezone.now(), error=payload
+        )
+    announce(compilation_id, stored.as_event())
+    return True
+
+
+def announce(compilation_id: str, event: dict) -> None:
+    """Send a stored event to the compilation's group. Failures are logged, never raised: the
+    consumers fall back to the database."""
+    size = len(json.dumps(event))
+    message = {
+        "type": messages.EVENT_MESSAGE,
+        "seq": event["seq"],
+        "event": event if size <= messages.INLINE_EVENT_MAX_BYTES else None,
+    }
+    try:
+        async_to_sync(get_channel_layer().group_send)(messages.group_name(compilation_id), message)
+    except Exception:  # noqa: BLE001 - Redis down or message too big: clients will poll the DB
+        log.warning("could not announce event %s of %s", event["seq"], compilation_id, exc_info=True)

@@ -1,0 +1,138 @@
+"""Registering ONNX models: from an upload or from one of the compiler's samples.
+
+A model is stored once per content (sha256); registering the same bytes again returns the
+existing model. Metadata comes from `compiler.inspect_model` (the ONNX protobuf, opset, IO).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files import File
+from django.db import IntegrityError, transaction
+
+from explorer.compilations.models import UploadedModel
+
+
+class UploadTooLarge(Exception):
+    """The upload is over `PRISM_MAX_UPLOAD_BYTES`."""
+
+
+class InvalidModel(Exception):
+    """The bytes are not a valid ONNX model; the message names the problem (one line)."""
+
+
+def max_upload_bytes() -> int:
+    return int(settings.PRISM_MAX_UPLOAD_BYTES)
+
+
+def too_large_message(size: int | None = None) -> str:
+    limit = max_upload_bytes()
+    got = f" ({size} bytes)" if size is not None else ""
+    return f"model file is too large{got}: the limit is {limit} bytes ({limit / 2**20:.0f} MiB)"
+
+
+def register_upload(chunks: Iterable[bytes], *, name: str, size: int | None = None) -> tuple[UploadedModel, bool]:
+    """Store an uploaded model and return `(model, created)`.
+
+    Args:
+        chunks: the file's bytes, in order.
+        name: the client's file name (only its base name is kept, for display).
+        size: the declared size in bytes, checked against the limit before reading.
+    Raises:
+        UploadTooLarge: over `PRISM_MAX_UPLOAD_BYTES`.
+        InvalidModel: not ONNX, truncated or invalid (message from `compiler.inspect_model`).
+    """
+    limit = max_upload_bytes()
+    if size is not None and size > limit:
+        raise UploadTooLarge(too_large_message(size))
+    tmp_dir = Path(settings.MEDIA_ROOT) / "tmp"
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    written = 0
+    fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, suffix=".onnx")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                written += len(chunk)
+                if written > limit:
+                    raise UploadTooLarge(too_large_message())
+                digest.update(chunk)
+                out.write(chunk)
+        return _register_file(Path(tmp_name), digest.hexdigest(), written, name=name, source="upload")
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)
+
+
+def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
+    """Register one of `compiler.samples` as an uploaded model, fetching it if needed.
+
+    Raises:
+        KeyError: no such sample.
+        InvalidModel: the sample could not be fetched or read (message says why).
+    """
+    from compiler import samples
+
+    entry = next((s for s in samples.list_samples() if s["name"] == sample_name), None)
+    if entry is None:
+        raise KeyError(sample_name)
+    try:
+        path = Path(samples.fetch(sample_name))
+    except Exception as exc:  # noqa: BLE001 - a download or unpack failure: tell the user which
+        raise InvalidModel(f"sample {sample_name!r} could not be fetched: {exc}") from exc
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    model, created = _register_file(
+        path, digest.hexdigest(), path.stat().st_size, name=f"{sample_name}.onnx",
+        source=f"sample:{sample_name}",
+    )
+    shapes = entry.get("input_shapes")
+    if shapes and model.default_input_shapes != shapes:
+        model.default_input_shapes = shapes
+        model.save(update_fields=["default_input_shapes"])
+    return model, created
+
+
+def _register_file(path: Path, sha256: str, size: int, *, name: str, source: str) -> tuple[UploadedModel, bool]:
+    existing = UploadedModel.objects.filter(sha256=sha256).first()
+    if existing is not None:
+        return existing, False
+    import compiler
+
+    try:
+        meta = compiler.inspect_model(path)
+    except compiler.CompileError as exc:
+        raise InvalidModel(f"not a valid ONNX model: {exc.message}") from exc
+    model = UploadedModel(
+        sha256=sha256,
+        name=os.path.basename(name)[:255] or "model.onnx",
+        graph_name=str(meta.get("name") or "")[:255],
+        size=size,
+        opset=int(meta.get("opset") or 0),
+        ir_version=int(meta.get("ir_version") or 0),
+        producer=str(meta.get("producer") or "")[:255],
+        node_count=int(meta.get("node_count") or 0),
+        inputs=meta.get("inputs", []),
+        outputs=meta.get("outputs", []),
+        source=source,
+    )
+    with path.open("rb") as f:
+        model.file.save(model_upload_name(sha256), File(f), save=False)
+    try:
+        with transaction.atomic():
+            model.save()
+    except IntegrityError:  # the same bytes registered concurrently: keep the first
+        model.file.delete(save=False)
+        return UploadedModel.objects.get(sha256=sha256), False
+    return model, True
+
+
+def model_upload_name(sha256: str) -> str:
+    return f"{sha256}.onnx"

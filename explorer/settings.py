@@ -1,0 +1,178 @@
+"""Django settings for Prism's explorer. Everything a deployment changes comes from the environment.
+
+Environment:
+    DATABASE_URL                 default sqlite file var/prism.sqlite3 (dj-database-url syntax)
+    REDIS_URL                    default redis://127.0.0.1:6379/0 (Celery broker and channel layer)
+    PRISM_CHANNEL_PREFIX         channel-layer key prefix, default "prism"
+    PRISM_VAR_DIR                where the SQLite file and uploaded models live, default var/
+    PRISM_MAX_UPLOAD_BYTES       largest accepted model upload in bytes, default 200 MB
+    PRISM_COMPILE_TIME_LIMIT_S   hard time limit of one compilation in seconds, default 300
+    PRISM_STALE_AFTER_S          a running compilation whose heartbeat is older is reaped, default 60
+    PRISM_HEARTBEAT_S            heartbeat interval of a running compilation, default 5
+    PRISM_REAP_INTERVAL_S        how often each worker looks for stale compilations, default 30
+    DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("PRISM_VAR_DIR", BASE_DIR / "var")).resolve()
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value.strip() else default
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "prism-dev-only-insecure-key-change-me-in-production")
+DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "drf_spectacular",
+    "explorer.compilations",
+    "explorer.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "explorer.urls"
+ASGI_APPLICATION = "explorer.asgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'prism.sqlite3'}"), conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, workers and reapers write concurrently: WAL lets readers run beside the writer, IMMEDIATE
+    # takes the write lock at BEGIN (no upgrade deadlocks), and a writer waits up to 30 s for it.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+FRONTEND_DIST = BASE_DIR / "frontend" / "dist"
+# WhiteNoise serves frontend/dist (its /assets/ and root files) and, through the finders, the
+# admin's static files without a collectstatic step.
+WHITENOISE_ROOT = FRONTEND_DIST if FRONTEND_DIST.is_dir() else None
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Uploaded models: stored under generated names, outside any static folder, never served directly.
+MEDIA_ROOT = VAR_DIR / "media"
+MEDIA_URL = None
+PRISM_MAX_UPLOAD_BYTES = _env_int("PRISM_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": os.environ.get("PRISM_CHANNEL_PREFIX", "prism"),
+        },
+    }
+}
+
+PRISM_COMPILE_TIME_LIMIT_S = _env_int("PRISM_COMPILE_TIME_LIMIT_S", 300)
+PRISM_STALE_AFTER_S = _env_float("PRISM_STALE_AFTER_S", 60.0)
+PRISM_HEARTBEAT_S = _env_float("PRISM_HEARTBEAT_S", 5.0)
+PRISM_REAP_INTERVAL_S = _env_float("PRISM_REAP_INTERVAL_S", 30.0)
+PRISM_COMPILE_QUEUE = os.environ.get("PRISM_COMPILE_QUEUE", "prism.compile")
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = PRISM_COMPILE_QUEUE
+CELERY_TASK_TIME_LIMIT = PRISM_COMPILE_TIME_LIMIT_S
+CELERY_TASK_SOFT_TIME_LIMIT = max(1, PRISM_COMPILE_TIME_LIMIT_S - max(2, PRISM_COMPILE_TIME_LIMIT_S // 20))
+# An unacknowledged task (its worker died) is redelivered after this many seconds; it must exceed
+# the hard time limit, or a slow compilation would be delivered twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120}
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "explorer.compilations.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Prism explorer API",
+    "DESCRIPTION": "Upload ONNX models, compile them with Prism's compiler, read the event log.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("PRISM_LOG_LEVEL", "INFO")},
+}

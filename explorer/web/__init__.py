@@ -1,0 +1,1 @@
+"""Pages (the browser app's index.html) and ASGI wrappers."""
