@@ -1,0 +1,296 @@
+"""Prism's public compiler API (what the explorer service and the CLI call).
+
+``compile`` runs: request check -> import -> shape specialization -> graph passes -> back end
+(lowering, codegen, run, verify; ``compiler/build.py`` where present), emitting the events of
+DESIGN.md "Events" synchronously through ``on_event``. It never raises for a compile error: the
+result says ``ok``/``error`` and always holds exactly one terminal event (``compile.finished`` or
+``compile.failed``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onnx import ModelProto
+
+from .errors import CompileError
+from .events import EventCallback, EventStream
+from .frontend import ModelSource, describe_io, import_model, read_model, specialize
+from .frontend.importer import check_opset, default_opset
+from .frontend.specialize import bind_input_shapes
+from .ir import Graph
+from .passes import PassContext
+from .passes.pipeline import parse_pipeline
+
+STAGE_KEYS = ("import", "passes", "lowering", "codegen", "run", "verify")
+REPORT_VERSION = 1
+
+
+def _compute_version() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return "0.1.0+" + h.hexdigest()[:12]
+
+
+__version__ = _compute_version()
+
+
+# targets --------------------------------------------------------------------------------------
+def _targets_module() -> Any:
+    try:
+        from . import targets
+
+        return targets
+    except ImportError:
+        return None
+
+
+def list_targets() -> list[dict[str, Any]]:
+    """``[{"name", "triple", "cpu", "features", "runnable", "note"}]`` (from ``compiler.targets``;
+    the host alone, from llvmlite, where that module is absent)."""
+    mod = _targets_module()
+    if mod is not None and hasattr(mod, "list_targets"):
+        return list(mod.list_targets())
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    feats = llvm.get_host_cpu_features().flatten()
+    return [{"name": "host", "triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
+             "features": feats, "runnable": True, "note": ""}]
+
+
+def check_target(name: str) -> None:
+    """Raise CompileError(stage="request") for an unknown target or one this host cannot run."""
+    mod = _targets_module()
+    if mod is not None and hasattr(mod, "get_target"):
+        t = mod.get_target(name)
+        if hasattr(mod, "check_runnable"):
+            mod.check_runnable(t)
+        return
+    names = [t["name"] for t in list_targets()]
+    if name not in names:
+        raise CompileError("request", f"unknown target {name!r} (valid: {', '.join(names)})")
+
+
+def list_pipelines() -> list[dict[str, str]]:
+    """The presets: ``[{"name": "O0".."O3", "text": expanded pipeline text}]``."""
+    from .passes.pipeline import list_pipelines as _lp
+
+    return _lp()
+
+
+def list_passes() -> list[dict[str, Any]]:
+    """``[{"name", "doc", "options": [{"name", "type", "default", "doc"}]}]`` for every pass."""
+    from .passes import list_passes as _lp
+
+    return _lp()
+
+
+def inspect_model(model: ModelSource) -> dict[str, Any]:
+    """See :func:`compiler.frontend.inspect_model`."""
+    from .frontend import inspect_model as _im
+
+    return _im(model)
+
+
+def validate_request(model: ModelSource, *, target: str, pipeline: str,
+                     input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, Any]:
+    """Check a compile request without compiling.
+
+    Returns ``{"target", "pipeline": expanded text, "input_shapes": {input: [int, ...]} for every
+    input}``. Raises CompileError(stage="request") naming an unknown target, pass or option (with
+    the valid ones) or each unbound dim; CompileError(stage="import") for a bad model.
+    """
+    check_target(target)
+    text = parse_pipeline(pipeline).text()
+    proto, _ = read_model(model)
+    graph = import_model(proto)
+    bound = bind_input_shapes(graph, input_shapes, stage="request")
+    return {"target": target, "pipeline": text, "input_shapes": bound}
+
+
+# result ---------------------------------------------------------------------------------------
+@dataclass
+class CompileResult:
+    """The outcome of :func:`compile`.
+
+    Attributes:
+        ok: True when the compilation finished.
+        error: the ``compile.failed`` payload (stage, message, pass, node ...) or None.
+        events: every event emitted, in ``seq`` order.
+        graph: the graph IR after the passes (None if import failed).
+        stage_ms: wall time per stage in ms (import, passes, lowering, codegen, run, verify).
+    """
+
+    ok: bool = False
+    error: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    graph: Graph | None = None
+    target: str = ""
+    pipeline: str = ""
+    model: dict[str, Any] | None = None
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    duration_ms: float = 0.0
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == type_]
+
+    @staticmethod
+    def _payload(event: dict[str, Any] | None) -> dict[str, Any] | None:
+        if event is None:
+            return None
+        return {k: v for k, v in event.items() if k not in ("seq", "type", "ts")}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's ``--json`` report (DESIGN.md "Command line"): ``{"version": 1, "model", "target",
+        "pipeline", "passes", "fusion", "memory", "kernels", "timing", "verification", "stage_ms",
+        "error"}``; kernels merge the kernel.lowered/compiled/timed payloads per kernel name."""
+        kernels: dict[str, dict[str, Any]] = {}
+        for e in self.events:
+            if e["type"] in ("kernel.lowered", "kernel.compiled", "kernel.timed"):
+                kernels.setdefault(str(e.get("kernel")), {}).update(self._payload(e) or {})
+        last = lambda t: self._payload(self.of_type(t)[-1]) if self.of_type(t) else None  # noqa: E731
+        return {
+            "version": REPORT_VERSION,
+            "compiler_version": __version__,
+            "model": self.model,
+            "target": self.target,
+            "pipeline": self.pipeline,
+            "passes": [self._payload(e) for e in self.of_type("pass.finished")],
+            "fusion": last("graph.fused"),
+            "memory": last("memory.planned"),
+            "kernels": list(kernels.values()),
+            "timing": last("model.timed"),
+            "verification": last("model.verified"),
+            "stage_ms": dict(self.stage_ms),
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _model_bytes(model: ModelSource) -> tuple[bytes | ModelProto, str]:
+    if isinstance(model, ModelProto):
+        data = model.SerializeToString()
+        return model, hashlib.sha256(data).hexdigest()
+    if isinstance(model, str | os.PathLike):
+        p = Path(model)
+        if not p.is_file():
+            raise CompileError("import", f"model file {str(p)!r} does not exist")
+        return model, hashlib.sha256(p.read_bytes()).hexdigest()  # type: ignore[return-value]
+    data = bytes(model)
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def compile(
+    model: ModelSource,
+    *,
+    target: str = "host",
+    pipeline: str = "O2",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    on_event: EventCallback | None = None,
+    verify: bool = True,
+    benchmark: bool = True,
+    check_passes: bool = False,
+) -> CompileResult:
+    """Compile an ONNX model (bytes, path or ``ModelProto``) for ``target`` with ``pipeline``.
+
+    ``input_shapes`` binds symbolic input dims (``{"images": [1, 3, 320, 320]}``). Events go to
+    ``on_event`` synchronously as they happen. ``check_passes`` runs the exported model after every
+    pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). Never raises a
+    CompileError: failures end in a ``compile.failed`` event and ``result.error``.
+    """
+    events = EventStream(on_event)
+    result = CompileResult(events=events.events, target=target)
+    stage_ms = {k: 0.0 for k in STAGE_KEYS}
+    result.stage_ms = stage_ms
+    t_start = time.perf_counter()
+    stage = "request"
+    try:
+        check_target(target)
+        pipe = parse_pipeline(pipeline)
+        result.pipeline = pipe.text()
+        stage = "import"
+        t0 = time.perf_counter()
+        src, sha = _model_bytes(model)
+        proto, _ = read_model(src)
+        opset = default_opset(proto)
+        check_opset(opset)
+        ins, outs = describe_io(proto)
+        result.model = {"name": proto.graph.name or "model", "sha256": sha, "opset": opset,
+                        "inputs": ins, "outputs": outs}
+        events.emit("compile.started", model=result.model, target=target, pipeline=result.pipeline,
+                    compiler_version=__version__)
+        graph = import_model(proto)
+        stage = "shape"
+        specialize(graph, input_shapes)
+        result.graph = graph
+        stage_ms["import"] = (time.perf_counter() - t0) * 1000.0
+
+        stage = "passes"
+        t0 = time.perf_counter()
+        ctx = PassContext(target=target)
+        after = None
+        if check_passes:
+            from .passes.check import PassChecker
+
+            after = PassChecker(proto, graph, input_shapes).after_pass
+        from .passes.manager import run_pipeline
+
+        run_pipeline(graph, pipe, ctx, events, after_pass=after)
+        stage_ms["passes"] = (time.perf_counter() - t0) * 1000.0
+
+        # ---- back end hook (owned by the back-end engineer; keep this call site small) ----
+        if importlib.util.find_spec(f"{__package__}.build") is not None:
+            stage = "lowering"
+            from . import build
+
+            build.run_backend(graph, ctx, events, target=target, verify=verify, benchmark=benchmark,
+                              model_proto=proto, input_shapes=input_shapes, stage_ms=stage_ms)
+        # ---- end of back end hook ----
+        result.duration_ms = round((time.perf_counter() - t_start) * 1000.0, 3)
+        events.emit("compile.finished", duration_ms=result.duration_ms,
+                    stage_ms={k: round(v, 3) for k, v in stage_ms.items()})
+        result.ok = True
+    except CompileError as exc:
+        _fail(events, result, exc.to_dict(), t_start)
+    except RecursionError:
+        _fail(events, result, {"stage": stage, "message": "internal error: recursion too deep (model too deep?)"},
+              t_start)
+    except Exception as exc:  # an internal bug must still end the stream with compile.failed
+        msg = " ".join(f"internal error: {type(exc).__name__}: {exc}".split())
+        _fail(events, result, {"stage": stage, "message": msg[:500]}, t_start)
+    return result
+
+
+def _fail(events: EventStream, result: CompileResult, payload: dict[str, Any], t_start: float) -> None:
+    result.ok = False
+    result.duration_ms = round((time.perf_counter() - t_start) * 1000.0, 3)
+    result.error = payload
+    events.emit("compile.failed", **payload)

@@ -1,0 +1,120 @@
+"""Type inference of control-flow ops: ``If``, ``Loop``, ``Scan`` (ONNX operator spec).
+
+Their bodies are inferred too, so every value in every subgraph has a type. ``If`` merges the
+types of its two branches (equal dims stay, differing dims become symbolic) unless its condition
+is known, then the taken branch's types are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..ir import Graph, TensorType
+from ..ir.types import Dim
+from .registry import InferContext
+
+if TYPE_CHECKING:
+    from .infer import ShapeEnv
+
+
+def _merge(a: TensorType | None, b: TensorType | None, name: str) -> TensorType | None:
+    if a is None or b is None:
+        return a or b
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return a.with_shape(None)
+    dims: list[Dim] = [x if x == y else f"{name}_d{i}" for i, (x, y) in enumerate(zip(a.shape, b.shape, strict=True))]
+    return a.with_shape(dims)
+
+
+def _body(g: Graph, env: ShapeEnv, in_types: list[TensorType | None]) -> list[TensorType]:
+    from .infer import infer_graph
+
+    for v, t in zip(g.inputs, in_types, strict=False):
+        if t is not None and (v.type is None or v.type.shape is None):
+            v.type = t
+        elif t is not None and v.type is not None and v.type.shape is not None and t.shape is not None \
+                and len(t.shape) == len(v.type.shape):
+            v.type = t  # the outer, specialized type wins over the body's declared one
+    infer_graph(g, env)
+    out: list[TensorType] = []
+    for v in g.outputs:
+        if v.type is None:
+            raise CompileError_for(g, f"body output %{v.name} has no type")
+        out.append(v.type)
+    return out
+
+
+def CompileError_for(g: Graph, msg: str) -> Exception:
+    from ..errors import CompileError
+
+    return CompileError("shape", f"subgraph @{g.name}: {msg}")
+
+
+def infer_if(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+    then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
+    if not isinstance(then_g, Graph) or not isinstance(else_g, Graph):
+        raise ctx.fail("needs then_branch and else_branch graphs")
+    t_types = _body(then_g, env, [])
+    e_types = _body(else_g, env, [])
+    if len(t_types) != len(e_types) or len(t_types) != len(ctx.node.outputs):
+        raise ctx.fail(f"branches give {len(t_types)} and {len(e_types)} outputs for {len(ctx.node.outputs)}")
+    cond = ctx.value(0)
+    if cond is not None and cond.size == 1:
+        return t_types if bool(cond.reshape(-1)[0]) else e_types
+    return [_merge(a, b, f"{ctx.node.outputs[i].name}") or a for i, (a, b) in enumerate(zip(t_types, e_types, strict=True))]
+
+
+def infer_loop(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+    body = ctx.attr("body")
+    if not isinstance(body, Graph):
+        raise ctx.fail("needs a body graph", attribute="body")
+    carried = [ctx.type(i) if ctx.has(i) else None for i in range(2, ctx.n_inputs)]
+    i64 = TensorType.of("i64", ())
+    cond = TensorType.of("bool", ())
+    outs = _body(body, env, [i64, cond, *carried])
+    n_carried = len(carried)
+    res = list(outs[1:1 + n_carried])
+    trip = ctx.value(0)
+    lead: Dim = int(trip.reshape(-1)[0]) if trip is not None and not ctx.has(1) else f"{ctx.node.label}_trips"
+    for t in outs[1 + n_carried:]:
+        res.append(t.with_shape(None if t.shape is None else (lead, *t.shape)))
+    return res
+
+
+def infer_scan(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+    body = ctx.attr("body")
+    if not isinstance(body, Graph):
+        raise ctx.fail("needs a body graph", attribute="body")
+    n_scan = int(ctx.attr("num_scan_inputs"))
+    offset = 1 if ctx.opset < 9 else 0  # Scan-8 has sequence_lens first
+    n_state = ctx.n_inputs - offset - n_scan
+    states = [ctx.type(offset + i) for i in range(n_state)]
+    scans = [ctx.type(offset + n_state + i) for i in range(n_scan)]
+    in_axes = ctx.attr("scan_input_axes") or [0] * n_scan
+    elems: list[TensorType | None] = []
+    lengths: list[Dim] = []
+    for t, ax in zip(scans, in_axes, strict=False):
+        shp = list(t.shape or ())
+        a = ax + len(shp) if ax < 0 else ax
+        lengths.append(shp[a] if shp else "?")
+        elems.append(t.with_shape(shp[:a] + shp[a + 1:]) if t.shape is not None else t)
+    outs = _body(body, env, [*states, *elems])
+    n = lengths[0] if lengths else "?"
+    res = list(outs[:n_state])
+    out_axes = ctx.attr("scan_output_axes") or [0] * (len(outs) - n_state)
+    for t, ax in zip(outs[n_state:], out_axes, strict=False):
+        if t.shape is None:
+            res.append(t)
+            continue
+        shp = list(t.shape)
+        a = ax + len(shp) + 1 if ax < 0 else ax
+        res.append(t.with_shape(shp[:a] + [n] + shp[a:]))
+    return res
+
+
+CONTROL: dict[str, Callable[[InferContext, ShapeEnv], list[TensorType]]] = {
+    "If": infer_if,
+    "Loop": infer_loop,
+    "Scan": infer_scan,
+}

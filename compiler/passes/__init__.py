@@ -1,0 +1,78 @@
+"""Graph passes. Importing this package registers every pass module that exists.
+
+A pass module that is missing or fails to import is recorded in :func:`unavailable_passes` with
+the reason; a pipeline that names it fails with that reason, other pipelines still work.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import REGISTRY, Option, Pass, PassContext, PassResult, Remark, register
+
+#: pass name -> module (one pass per module, compiler/passes/<module>.py)
+PASS_MODULES: dict[str, str] = {
+    "fold-constants": "fold_constants",
+    "simplify": "simplify",
+    "eliminate-dead-code": "eliminate_dead_code",
+    "eliminate-common-subexpressions": "eliminate_common_subexpressions",
+    "fold-batchnorm": "fold_batchnorm",
+    "fuse-ops": "fuse_ops",
+    "plan-memory": "plan_memory",
+}
+
+_UNAVAILABLE: dict[str, str] = {}
+_LOADED = False
+
+
+def load_passes() -> None:
+    """Import every pass module once (idempotent)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for name, module in PASS_MODULES.items():
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module}":
+                _UNAVAILABLE[name] = f"module compiler/passes/{module}.py does not exist yet"
+            else:
+                _UNAVAILABLE[name] = f"module compiler/passes/{module}.py failed to import: {exc}"
+        except Exception as exc:  # a broken pass module must not break the other passes
+            _UNAVAILABLE[name] = f"module compiler/passes/{module}.py failed to import: {type(exc).__name__}: {exc}"
+        else:
+            if name not in REGISTRY:
+                _UNAVAILABLE[name] = f"module compiler/passes/{module}.py does not register a pass named {name!r}"
+
+
+def unavailable_passes() -> dict[str, str]:
+    """Known pass names that are not registered, with the reason."""
+    load_passes()
+    return dict(_UNAVAILABLE)
+
+
+def list_passes() -> list[dict[str, Any]]:
+    """Every registered pass: ``[{"name", "doc", "options": [{"name", "type", "default", "doc"}]}]``.
+
+    ``doc`` is the pass module's docstring (what it rewrites, what it leaves alone, and why).
+    """
+    import sys
+
+    load_passes()
+    out = []
+    for name in sorted(REGISTRY):
+        cls = REGISTRY[name]
+        doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
+        out.append({
+            "name": name,
+            "doc": doc,
+            "options": [{"name": o.name, "type": o.type.__name__, "default": o.default, "doc": o.doc}
+                        for o in cls.options],
+        })
+    return out
+
+
+__all__ = ["PASS_MODULES", "REGISTRY", "Option", "Pass", "PassContext", "PassResult", "Remark", "list_passes",
+           "load_passes", "register", "unavailable_passes"]
