@@ -1,4 +1,4 @@
-import { defineConfig } from "vite";
+import { defineConfig } from "vitest/config";
 
 // Django serves frontend/dist/index.html at /, /c/<id>, ... and frontend/dist/assets/ at /assets/.
 // With base "/" and the default assetsDir "assets", index.html references /assets/<file>.

@@ -2,7 +2,7 @@
  * URL state: every view of the app has a URL, parsed from and formatted to `location`.
  *
  *   /                                  start page
- *   /c/<id>                            compilation summary   (?view=remarks for the remarks)
+ *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
@@ -17,6 +17,7 @@ export type View =
   | { page: "start" }
   | { page: "compilation"; id: string; view: "summary" }
   | { page: "compilation"; id: string; view: "remarks" }
+  | { page: "compilation"; id: string; view: "kernels" }
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean }
   | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
@@ -41,7 +42,9 @@ export function parseUrl(pathname: string, search = ""): View {
   const id = decode(parts[1]);
   if (id === null || id === "") return { page: "notfound", path: pathname };
   if (parts.length === 2) {
-    return q.get("view") === "remarks" ? { page: "compilation", id, view: "remarks" } : { page: "compilation", id, view: "summary" };
+    const v = q.get("view");
+    if (v === "remarks" || v === "kernels") return { page: "compilation", id, view: v };
+    return { page: "compilation", id, view: "summary" };
   }
   const kind = parts[2];
   if (kind === "pass" && parts.length === 4 && /^\d+$/.test(parts[3])) {
@@ -70,7 +73,8 @@ export function formatUrl(v: View): string {
     case "summary":
       return base;
     case "remarks":
-      return `${base}?view=remarks`;
+    case "kernels":
+      return `${base}?view=${v.view}`;
     case "pass":
       return `${base}/pass/${v.pass}${v.diff ? "?diff=1" : ""}`;
     case "kernel":

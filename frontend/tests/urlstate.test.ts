@@ -11,6 +11,7 @@ describe("url state", () => {
     expect(parseUrl("/")).toEqual({ page: "start" });
     expect(parseUrl("/c/k3x9q2ab")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "summary" });
     expect(parseUrl("/c/k3x9q2ab/", "?view=remarks")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
+    expect(parseUrl("/c/k3x9q2ab", "?view=kernels")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernels" });
     expect(parseUrl("/c/k3x9q2ab/pass/7")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false });
     expect(parseUrl("/c/k3x9q2ab/pass/7", "?diff=1")).toMatchObject({ view: "pass", pass: 7, diff: true });
     expect(parseUrl("/c/k3x9q2ab/kernel/fused_conv_relu_0", "?tab=asm")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernel", kernel: "fused_conv_relu_0", tab: "asm" });

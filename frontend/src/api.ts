@@ -1,0 +1,273 @@
+/**
+ * The explorer service's HTTP API and WebSocket, in one place (issue 4). Every error the
+ * server reports as `{error: "..."}` reaches the caller as an `ApiError` with that message.
+ */
+import type { CompileEvent, Dim, TensorInfo, UnknownEvent } from "./events";
+import { parseEvent } from "./events";
+
+export interface ModelMeta {
+  id: string;
+  sha256: string;
+  name: string;
+  size: number;
+  opset: number | null;
+  inputs: TensorInfo[];
+  outputs: TensorInfo[];
+  node_count?: number;
+  /** Shapes the server suggests for the inputs (samples), `{name: [ints]}`. */
+  default_input_shapes?: Record<string, Dim[]> | null;
+  source?: string;
+  [extra: string]: unknown;
+}
+
+export interface Target {
+  name: string;
+  triple: string;
+  cpu: string;
+  features: string;
+  runnable: boolean;
+  note: string;
+}
+
+export interface PassOption {
+  name: string;
+  type: string;
+  default: unknown;
+  doc: string;
+}
+
+export interface PassInfo {
+  name: string;
+  doc: string;
+  options: PassOption[];
+}
+
+export interface Pipeline {
+  name: string;
+  text: string;
+}
+
+export interface Sample {
+  name: string;
+  available: boolean;
+  input_shapes?: Record<string, Dim[]>;
+  source?: string;
+  [extra: string]: unknown;
+}
+
+export interface Compilation {
+  id: string;
+  status: "queued" | "running" | "succeeded" | "failed" | string;
+  target: string;
+  pipeline: string;
+  input_shapes: Record<string, number[]>;
+  model: Partial<ModelMeta> & { name?: string };
+  created?: string;
+  [extra: string]: unknown;
+}
+
+export interface CreateCompilation {
+  model: string;
+  target: string;
+  pipeline: string;
+  input_shapes: Record<string, number[]>;
+}
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+function messageFor(status: number, body: unknown, fallback: string): string {
+  if (body && typeof body === "object") {
+    const o = body as Record<string, unknown>;
+    if (typeof o.error === "string") return o.error;
+    if (typeof o.detail === "string") return o.detail;
+    if (typeof o.message === "string") return o.message;
+  }
+  if (status === 413) return "The file is larger than the server accepts.";
+  return fallback;
+}
+
+async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError("The server cannot be reached.", 0);
+  }
+  const text = await res.text();
+  let data: unknown = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!res.ok) throw new ApiError(messageFor(res.status, data, `${method} ${url} failed: HTTP ${res.status}`), res.status);
+  return data as T;
+}
+
+export const api = {
+  targets: () => request<Target[]>("GET", "/api/targets"),
+  passes: () => request<PassInfo[]>("GET", "/api/passes"),
+  pipelines: () => request<Pipeline[]>("GET", "/api/pipelines"),
+  samples: () => request<Sample[]>("GET", "/api/samples"),
+  useSample: (name: string) => request<ModelMeta>("POST", `/api/samples/${encodeURIComponent(name)}/model`),
+  compile: (req: CreateCompilation) => request<{ id: string; url: string; cached?: boolean }>("POST", "/api/compilations", req),
+  compilation: (id: string) => request<Compilation>("GET", `/api/compilations/${encodeURIComponent(id)}`),
+  /** Stored events with seq > after, one page (`{events, complete}`; at most 1,000 a page). */
+  events: async (id: string, after: number): Promise<{ events: (CompileEvent | UnknownEvent)[]; complete: boolean }> => {
+    const data = await request<unknown>("GET", `/api/compilations/${encodeURIComponent(id)}/events?after=${after}`);
+    const obj = data && typeof data === "object" && !Array.isArray(data) ? (data as { events?: unknown; complete?: unknown }) : null;
+    const list = Array.isArray(data) ? data : Array.isArray(obj?.events) ? (obj.events as unknown[]) : [];
+    return { events: list.map(parseEvent), complete: obj?.complete === true };
+  },
+};
+
+/** Uploads a model with progress (0..1) through XMLHttpRequest's upload events. */
+export function uploadModel(file: File, onProgress: (fraction: number) => void): { done: Promise<ModelMeta>; abort: () => void } {
+  const xhr = new XMLHttpRequest();
+  const done = new Promise<ModelMeta>((resolve, reject) => {
+    xhr.open("POST", "/api/models");
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable) onProgress(e.loaded / e.total);
+    };
+    xhr.onload = () => {
+      let body: unknown = null;
+      try {
+        body = JSON.parse(xhr.responseText);
+      } catch {
+        body = null;
+      }
+      if (xhr.status >= 200 && xhr.status < 300) resolve(body as ModelMeta);
+      else reject(new ApiError(messageFor(xhr.status, body, `Upload failed: HTTP ${xhr.status}`), xhr.status));
+    };
+    xhr.onerror = () => reject(new ApiError("The upload did not reach the server.", 0));
+    xhr.onabort = () => reject(new ApiError("The upload was cancelled.", 0));
+    const form = new FormData();
+    form.append("model", file, file.name);
+    xhr.send(form);
+  });
+  return { done, abort: () => xhr.abort() };
+}
+
+export interface EventFeed {
+  close(): void;
+}
+
+export interface FeedCallbacks {
+  onEvent(e: CompileEvent | UnknownEvent): void;
+  /** Connection state for the page's indicator. */
+  onStatus(s: "live" | "reconnecting" | "closed"): void;
+  /** The highest seq the page holds, for `after=` on reconnect. */
+  lastSeq(): number;
+  /** True once the compilation has ended; the feed then stops reconnecting. */
+  done(): boolean;
+  /** The server does not know this compilation. */
+  onMissing?(): void;
+}
+
+/**
+ * Follows a compilation's events over `/ws/compilations/<id>/?after=<seq>`. On a dropped
+ * connection it reconnects with the last seq it holds (back-off up to 10 s); when WebSockets
+ * fail repeatedly it reads `/api/compilations/<id>/events?after=` instead.
+ */
+export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
+  let ws: WebSocket | null = null;
+  let closed = false;
+  let failures = 0;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+
+  const schedule = (fn: () => void, ms: number) => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+
+  const poll = async () => {
+    if (closed) return;
+    try {
+      for (;;) {
+        const page = await api.events(id, cb.lastSeq());
+        page.events.forEach(cb.onEvent);
+        if (page.events.length === 0 || page.complete || cb.done()) break;
+      }
+      if (cb.done()) {
+        cb.onStatus("closed");
+        return;
+      }
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) {
+        cb.onStatus("closed");
+        cb.onMissing?.();
+        return;
+      }
+    }
+    schedule(() => (failures % 3 === 0 ? connect() : void poll()), 1500);
+  };
+
+  const connect = () => {
+    if (closed) return;
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const url = `${proto}//${location.host}/ws/compilations/${encodeURIComponent(id)}/?after=${cb.lastSeq()}`;
+    try {
+      ws = new WebSocket(url);
+    } catch {
+      failures++;
+      void poll();
+      return;
+    }
+    ws.onopen = () => {
+      failures = 0;
+      cb.onStatus("live");
+    };
+    ws.onmessage = (m) => {
+      try {
+        const data: unknown = JSON.parse(String(m.data));
+        (Array.isArray(data) ? data : [data]).map(parseEvent).forEach(cb.onEvent);
+      } catch {
+        /* not an event (e.g. a keep-alive); ignore */
+      }
+      if (cb.done()) {
+        closed = true;
+        ws?.close();
+        cb.onStatus("closed");
+      }
+    };
+    ws.onclose = (ev) => {
+      ws = null;
+      if (closed) return;
+      if (ev.code === 4404) {
+        closed = true;
+        cb.onStatus("closed");
+        cb.onMissing?.();
+        return;
+      }
+      if (cb.done()) {
+        cb.onStatus("closed");
+        return;
+      }
+      failures++;
+      cb.onStatus("reconnecting");
+      if (failures >= 3) void poll();
+      else schedule(connect, Math.min(10000, 500 * 2 ** failures));
+    };
+  };
+
+  connect();
+  return {
+    close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      ws?.close();
+    },
+  };
+}

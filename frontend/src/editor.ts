@@ -1,0 +1,88 @@
+/**
+ * CodeMirror 6 wrappers: a read-only code viewer and a side-by-side diff (@codemirror/merge).
+ * CodeMirror renders only the visible lines, so a 1,000-line IR per pass stays responsive.
+ */
+import { defaultHighlightStyle, foldGutter, syntaxHighlighting, type LanguageSupport, type StreamLanguage } from "@codemirror/language";
+import { MergeView } from "@codemirror/merge";
+import { highlightSelectionMatches, search, searchKeymap } from "@codemirror/search";
+import { EditorState, StateEffect, StateField, type Extension } from "@codemirror/state";
+import { Decoration, EditorView, highlightActiveLine, keymap, lineNumbers, type DecorationSet } from "@codemirror/view";
+
+export type Lang = StreamLanguage<unknown> | LanguageSupport | null;
+
+const setMarked = StateEffect.define<number | null>();
+const markedLine = StateField.define<DecorationSet>({
+  create: () => Decoration.none,
+  update(deco, tr) {
+    for (const e of tr.effects) {
+      if (e.is(setMarked)) {
+        if (e.value === null || e.value < 1 || e.value > tr.state.doc.lines) return Decoration.none;
+        const line = tr.state.doc.line(e.value);
+        return Decoration.set([Decoration.line({ class: "cm-marked-line" }).range(line.from)]);
+      }
+    }
+    return deco.map(tr.changes);
+  },
+  provide: (f) => EditorView.decorations.from(f),
+});
+
+function baseExtensions(lang: Lang): Extension[] {
+  return [
+    lineNumbers(),
+    foldGutter(),
+    highlightActiveLine(),
+    highlightSelectionMatches(),
+    search({ top: true }),
+    keymap.of(searchKeymap),
+    EditorState.readOnly.of(true),
+    EditorView.editable.of(false),
+    EditorView.contentAttributes.of({ tabindex: "0" }),
+    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    markedLine,
+    lang ?? [],
+  ];
+}
+
+export interface CodeViewer {
+  readonly dom: HTMLElement;
+  setText(text: string): void;
+  /** Marks a 1-based line and scrolls it to the middle; null clears the mark. */
+  markLine(line: number | null): void;
+  destroy(): void;
+}
+
+export function codeViewer(parent: HTMLElement, text: string, lang: Lang): CodeViewer {
+  const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: baseExtensions(lang) }) });
+  return {
+    dom: view.dom,
+    setText(t) {
+      if (t !== view.state.doc.toString()) view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: t } });
+    },
+    markLine(line) {
+      const effects: StateEffect<unknown>[] = [setMarked.of(line)];
+      if (line !== null && line >= 1 && line <= view.state.doc.lines) {
+        effects.push(EditorView.scrollIntoView(view.state.doc.line(line).from, { y: "center" }));
+      }
+      view.dispatch({ effects });
+    },
+    destroy: () => view.destroy(),
+  };
+}
+
+export interface DiffViewer {
+  readonly dom: HTMLElement;
+  destroy(): void;
+}
+
+/** Side-by-side diff, `before` on the left; unchanged runs longer than 8 lines collapse. */
+export function diffViewer(parent: HTMLElement, before: string, after: string, lang: Lang): DiffViewer {
+  const mv = new MergeView({
+    parent,
+    a: { doc: before, extensions: baseExtensions(lang) },
+    b: { doc: after, extensions: baseExtensions(lang) },
+    highlightChanges: true,
+    gutter: true,
+    collapseUnchanged: { margin: 3, minSize: 8 },
+  });
+  return { dom: mv.dom, destroy: () => mv.destroy() };
+}

@@ -1,0 +1,41 @@
+/** Number formatting for the panes: units as DESIGN.md gives them (ms, µs, bytes, GFLOP/s). */
+import type { Dim } from "./events";
+
+export function fmtMs(ms: number | undefined): string {
+  if (ms === undefined || !Number.isFinite(ms)) return "–";
+  if (ms < 1) return `${(ms * 1000).toFixed(0)} µs`;
+  if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
+  return `${(ms / 1000).toFixed(2)} s`;
+}
+
+export function fmtUs(us: number | undefined): string {
+  if (us === undefined || !Number.isFinite(us)) return "–";
+  return us < 1000 ? `${us.toFixed(us < 10 ? 2 : 1)} µs` : fmtMs(us / 1000);
+}
+
+export function fmtBytes(b: number | undefined): string {
+  if (b === undefined || !Number.isFinite(b)) return "–";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let v = b;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+export function fmtNum(x: number | undefined, digits = 2): string {
+  if (x === undefined || x === null || !Number.isFinite(x)) return "–";
+  return x.toFixed(digits);
+}
+
+export function fmtSci(x: number | undefined): string {
+  if (x === undefined || x === null || !Number.isFinite(x)) return "–";
+  return x === 0 ? "0" : x.toExponential(2);
+}
+
+export function fmtShape(shape: Dim[] | undefined): string {
+  if (!shape) return "?";
+  return `[${shape.map((d) => (d === null ? "?" : String(d))).join(", ")}]`;
+}

@@ -1,0 +1,183 @@
+/**
+ * Draws a laid-out ELK graph as SVG: clusters (fused groups) in distinct colours, op nodes,
+ * edges with their tensor shapes, and pan/zoom by drag and wheel. All labels are text nodes.
+ */
+import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api";
+import { svg } from "../dom";
+import { fmtShape } from "../format";
+import type { FusedGroup, FusedNode } from "../events";
+import { groupColour, groupStroke, type BuiltGraph } from "./build";
+
+export interface DrawInput {
+  laid: ElkNode;
+  built: BuiltGraph;
+  nodes: Map<string, FusedNode>;
+  groups: Map<string, { group: FusedGroup; index: number }>;
+  onSelect(id: string): void;
+}
+
+export interface Drawing {
+  readonly svg: SVGSVGElement;
+  /** Marks one box as selected (op id or `g:<group>`); returns its centre, if drawn. */
+  select(id: string | null): { x: number; y: number } | null;
+  centerOn(p: { x: number; y: number }): void;
+  fit(): void;
+  zoomBy(f: number): void;
+}
+
+export function draw(input: DrawInput): Drawing {
+  const { laid, built, nodes, groups } = input;
+  const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "Fusion graph" });
+  const world = svg("g", { class: "graph-world" });
+  const clusterLayer = svg("g");
+  const edgeLayer = svg("g", { class: "edges" });
+  const nodeLayer = svg("g", { class: "nodes" });
+  world.append(clusterLayer, edgeLayer, nodeLayer);
+  const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "6", markerHeight: "6", orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" })));
+  root.append(defs, world);
+  const boxes = new Map<string, SVGGElement>();
+  const centres = new Map<string, { x: number; y: number }>();
+
+  const box = (n: ElkNode, cls: string, fill: string, stroke: string, line1: string, line2: string) => {
+    const x = n.x ?? 0;
+    const y = n.y ?? 0;
+    const w = n.width ?? 0;
+    const hgt = n.height ?? 0;
+    const g = svg("g", { class: `gnode ${cls}`, transform: `translate(${x},${y})`, tabindex: "0", "data-id": n.id },
+      svg("rect", { width: w, height: hgt, rx: 4, fill, stroke }),
+      svg("text", { x: w / 2, y: 15, class: "gnode-op" }, line1),
+      svg("text", { x: w / 2, y: 29, class: "gnode-name" }, line2.length > 44 ? `${line2.slice(0, 43)}…` : line2),
+    );
+    g.addEventListener("click", (e) => {
+      e.stopPropagation();
+      input.onSelect(n.id);
+    });
+    g.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") input.onSelect(n.id);
+    });
+    boxes.set(n.id, g);
+    centres.set(n.id, { x: x + w / 2, y: y + hgt / 2 });
+    nodeLayer.appendChild(g);
+  };
+
+  const visit = (n: ElkNode) => {
+    for (const c of n.children ?? []) {
+      const kind = built.kinds.get(c.id);
+      if (kind === "cluster") {
+        const info = groups.get(c.id.slice(2));
+        const i = info?.index ?? 0;
+        const rect = svg("g", { class: "cluster", "data-id": c.id },
+          svg("rect", { x: c.x ?? 0, y: c.y ?? 0, width: c.width ?? 0, height: c.height ?? 0, rx: 6, fill: groupColour(i), stroke: groupStroke(i) }),
+          svg("text", { x: (c.x ?? 0) + 6, y: (c.y ?? 0) + 14, class: "cluster-label" }, info ? `${info.group.kernel} (${info.group.kind})` : c.id),
+        );
+        rect.addEventListener("click", (e) => {
+          e.stopPropagation();
+          input.onSelect(c.id);
+        });
+        clusterLayer.appendChild(rect);
+        boxes.set(c.id, rect);
+        centres.set(c.id, { x: (c.x ?? 0) + (c.width ?? 0) / 2, y: (c.y ?? 0) + (c.height ?? 0) / 2 });
+        visit(c);
+      } else if (kind === "group") {
+        const info = groups.get(c.id.slice(2));
+        const i = info?.index ?? 0;
+        const ops = info ? info.group.nodes.map((id) => nodes.get(id)?.op_type ?? "?").join("+") : "";
+        box(c, "group", groupColour(i), groupStroke(i), info?.group.kernel ?? c.id, ops);
+      } else {
+        const fn = nodes.get(c.id);
+        box(c, "op", "#fff", "#667", fn?.op_type ?? "?", fn?.name ?? c.id);
+      }
+    }
+  };
+  visit(laid);
+
+  const edgeList: ElkExtendedEdge[] = [];
+  const collect = (n: ElkNode) => {
+    edgeList.push(...(n.edges ?? []));
+    (n.children ?? []).forEach(collect);
+  };
+  collect(laid);
+  for (const e of edgeList) {
+    for (const s of e.sections ?? []) {
+      const pts = [s.startPoint, ...(s.bendPoints ?? []), s.endPoint];
+      const d = pts.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+      const info = built.edges.get(e.id);
+      const title = info ? `${info.value}: ${info.dtype}${fmtShape(info.shape)}${info.count > 1 ? ` (+${info.count - 1} more)` : ""}` : "";
+      const path = svg("path", { d, class: "edge", "marker-end": "url(#arrow)" }, svg("title", {}, title));
+      edgeLayer.appendChild(path);
+      if (info) {
+        const mid = pts[Math.floor(pts.length / 2)];
+        const prev = pts[Math.max(0, Math.floor(pts.length / 2) - 1)];
+        const mx = pts.length === 2 ? (pts[0].x + pts[1].x) / 2 : mid.x;
+        const my = pts.length === 2 ? (pts[0].y + pts[1].y) / 2 : (mid.y + prev.y) / 2;
+        edgeLayer.appendChild(svg("text", { x: mx + 4, y: my, class: "edge-label" }, fmtShape(info.shape)));
+      }
+    }
+  }
+
+  // Pan and zoom.
+  let tx = 0;
+  let ty = 0;
+  let k = 1;
+  const apply = () => {
+    world.setAttribute("transform", `translate(${tx},${ty}) scale(${k})`);
+    root.classList.toggle("far", k < 0.55);
+  };
+  const zoomAt = (f: number, cx: number, cy: number) => {
+    const nk = Math.min(4, Math.max(0.02, k * f));
+    tx = cx - ((cx - tx) * nk) / k;
+    ty = cy - ((cy - ty) * nk) / k;
+    k = nk;
+    apply();
+  };
+  root.addEventListener("wheel", (e) => {
+    e.preventDefault();
+    const r = root.getBoundingClientRect();
+    zoomAt(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+  }, { passive: false });
+  let drag: { x: number; y: number; tx: number; ty: number } | null = null;
+  root.addEventListener("pointerdown", (e) => {
+    if ((e.target as Element).closest(".gnode")) return;
+    drag = { x: e.clientX, y: e.clientY, tx, ty };
+    root.setPointerCapture(e.pointerId);
+  });
+  root.addEventListener("pointermove", (e) => {
+    if (!drag) return;
+    tx = drag.tx + e.clientX - drag.x;
+    ty = drag.ty + e.clientY - drag.y;
+    apply();
+  });
+  root.addEventListener("pointerup", () => (drag = null));
+
+  let selected: string | null = null;
+  return {
+    svg: root,
+    select(id) {
+      if (selected) boxes.get(selected)?.classList.remove("selected");
+      selected = id;
+      if (!id) return null;
+      boxes.get(id)?.classList.add("selected");
+      return centres.get(id) ?? null;
+    },
+    centerOn(p) {
+      const r = root.getBoundingClientRect();
+      k = Math.max(k, 0.8);
+      tx = r.width / 2 - p.x * k;
+      ty = r.height / 2 - p.y * k;
+      apply();
+    },
+    fit() {
+      const r = root.getBoundingClientRect();
+      const w = laid.width ?? 1;
+      const hh = laid.height ?? 1;
+      k = Math.min(1.5, Math.max(0.02, Math.min((r.width || 800) / w, (r.height || 600) / hh) * 0.95));
+      tx = ((r.width || 800) - w * k) / 2;
+      ty = 10;
+      apply();
+    },
+    zoomBy(f) {
+      const r = root.getBoundingClientRect();
+      zoomAt(f, r.width / 2, r.height / 2);
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/** Entry: picks the page for the URL and keeps it in step with history navigation. */
+import "./styles.css";
+import { emptyState, h, replace } from "./dom";
+import { compilationPage, type CompilationPage } from "./pages/compilation";
+import { startPage } from "./panes/start";
+import { currentView, linkTo, onNavigate } from "./router";
+import type { View } from "./urlstate";
+
+const root = document.getElementById("app") ?? document.body;
+let page: CompilationPage | null = null;
+
+function show(v: View): void {
+  if (v.page === "compilation") {
+    if (page && page.id === v.id) {
+      page.show(v);
+      return;
+    }
+    page?.destroy();
+    page = compilationPage(v);
+    replace(root, page.el);
+    page.show(v);
+    return;
+  }
+  page?.destroy();
+  page = null;
+  document.title = "Prism — AI compiler explorer";
+  if (v.page === "start") replace(root, startPage());
+  else replace(root, h("main", { class: "start" }, emptyState(`No page at ${v.path}.`), linkTo(h("a", null, "Go to the start page"), { page: "start" })));
+}
+
+onNavigate(show);
+show(currentView());

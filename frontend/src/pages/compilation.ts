@@ -1,0 +1,151 @@
+/**
+ * The compilation page `/c/<id>`: follows the event stream (WebSocket, replay then live),
+ * folds it with the pure reducer and hands the state and the URL's view to every pane. The page
+ * reopened later replays the same stored events, so it shows the same thing.
+ */
+import { api, followEvents, type Compilation, type EventFeed } from "../api";
+import { emptyState, h, replace } from "../dom";
+import { linkTo } from "../router";
+import { initialState, isDone, reduce, type CompilationState } from "../state";
+import type { CompilationView } from "../urlstate";
+import { failurePane } from "../panes/failure";
+import { graphPane } from "../panes/graph";
+import { irPane } from "../panes/ir";
+import { kernelsPane } from "../panes/kernels";
+import { progressPane } from "../panes/progress";
+import { remarksPane } from "../panes/remarks";
+import { summaryPane } from "../panes/summary";
+import { timelinePane } from "../panes/timeline";
+import type { Pane } from "../panes/types";
+
+type Tab = "summary" | "pass" | "graph" | "kernels" | "remarks";
+
+function tabOf(v: CompilationView): Tab {
+  return v.view === "kernel" ? "kernels" : v.view;
+}
+
+export interface CompilationPage {
+  el: HTMLElement;
+  id: string;
+  show(v: CompilationView): void;
+  destroy(): void;
+}
+
+export function compilationPage(first: CompilationView): CompilationPage {
+  const id = first.id;
+  let view = first;
+  let state: CompilationState = initialState();
+  let meta: Compilation | null = null;
+  let lastPass = 0;
+
+  const title = h("div", { class: "title" }, h("span", { class: "muted" }, "Compilation "), h("code", null, id));
+  const status = h("span", { class: "status-badge" }, "loading");
+  const conn = h("span", { class: "conn muted" });
+  const copy = h("button", { class: "btn copy-link", title: "Copy a link to this view" }, "Copy link");
+  const copied = h("span", { class: "copied muted", role: "status" });
+  copy.addEventListener("click", () => void copyLink(location.href, copied));
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, h("span", { class: "spacer" }), copy, copied);
+
+  const progress = progressPane();
+  const failure = failurePane();
+  const timeline = timelinePane();
+  const panes: Record<Tab, Pane> = { summary: summaryPane(), pass: irPane(), graph: graphPane(), kernels: kernelsPane(), remarks: remarksPane() };
+  const tabBar = h("nav", { class: "tabs main-tabs", role: "tablist" });
+  const content = h("div", { class: "tab-content" }, ...Object.entries(panes).map(([k, p]) => h("div", { class: "tab-panel", dataset: { tab: k } }, p.el)));
+  const el = h("div", { class: "compilation" }, header, progress.el, failure.el, h("div", { class: "layout" }, timeline.el, h("div", { class: "main-col" }, tabBar, content)));
+
+  const renderTabs = () => {
+    const active = tabOf(view);
+    const items: [Tab, string, CompilationView][] = [
+      ["summary", "Summary", { page: "compilation", id, view: "summary" }],
+      ["pass", "IR", { page: "compilation", id, view: "pass", pass: view.view === "pass" ? view.pass : lastPass, diff: view.view === "pass" && view.diff }],
+      ["graph", "Fusion graph", { page: "compilation", id, view: "graph", node: view.view === "graph" ? view.node : null }],
+      ["kernels", `Kernels${state.kernels.size ? ` (${state.kernels.size})` : ""}`, view.view === "kernel" ? view : { page: "compilation", id, view: "kernels" }],
+      ["remarks", `Remarks (${state.passes.reduce((s, p) => s + (p.remarks?.length ?? 0), 0)})`, { page: "compilation", id, view: "remarks" }],
+    ];
+    replace(tabBar, ...items.map(([t, label, v]) => linkTo(h("a", { class: `tab${t === active ? " active" : ""}`, role: "tab", "aria-selected": t === active ? "true" : "false", dataset: { tab: t } }, label), v)));
+    for (const panel of content.children) (panel as HTMLElement).hidden = (panel as HTMLElement).dataset.tab !== active;
+  };
+
+  let frame = 0;
+  const render = () => {
+    frame = 0;
+    if (view.view === "pass") lastPass = view.pass;
+    else if (lastPass >= state.passes.length) lastPass = Math.max(0, state.passes.length - 1);
+    const ctx = { id, state, view, meta };
+    const st = state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : (meta?.status ?? "loading");
+    status.className = `status-badge ${st}`;
+    replace(status, st);
+    if (state.started) {
+      replace(title, h("strong", { class: "model-name" }, state.started.model.name), " → ", h("code", null, state.started.target), h("span", { class: "muted" }, ` · ${meta?.requested_pipeline ?? meta?.pipeline ?? ""} · `), h("code", { class: "muted" }, id));
+      document.title = `${state.started.model.name} · ${state.started.target} — Prism`;
+    }
+    progress.update(ctx);
+    failure.update(ctx);
+    timeline.update(ctx);
+    renderTabs();
+    panes[tabOf(view)].update(ctx);
+  };
+  const schedule = () => {
+    if (!frame) frame = requestAnimationFrame(render);
+  };
+
+  let feed: EventFeed | null = null;
+  const missing = () => {
+    feed?.close();
+    replace(el, header, emptyState(`There is no compilation “${id}” on this server.`, "The link may be mistyped, or the compilation was deleted."));
+  };
+  api.compilation(id).then(
+    (c) => {
+      meta = c;
+      schedule();
+    },
+    (e: unknown) => {
+      if ((e as { status?: number }).status === 404) missing();
+    },
+  );
+  feed = followEvents(id, {
+    onEvent(e) {
+      const next = reduce(state, e);
+      if (next !== state) {
+        state = next;
+        schedule();
+      }
+    },
+    onStatus(s) {
+      replace(conn, s === "live" ? "● live" : s === "reconnecting" ? "reconnecting…" : "");
+    },
+    lastSeq: () => state.nextSeq - 1,
+    done: () => isDone(state),
+    onMissing: missing,
+  });
+  render();
+
+  return {
+    el,
+    id,
+    show(v) {
+      view = v;
+      render();
+    },
+    destroy() {
+      feed?.close();
+      if (frame) cancelAnimationFrame(frame);
+      Object.values(panes).forEach((p) => p.destroy?.());
+    },
+  };
+}
+
+async function copyLink(url: string, out: HTMLElement): Promise<void> {
+  try {
+    await navigator.clipboard.writeText(url);
+  } catch {
+    const t = h("textarea", { value: url, style: { position: "fixed", opacity: "0" } });
+    document.body.appendChild(t);
+    t.select();
+    document.execCommand("copy");
+    t.remove();
+  }
+  replace(out, "Link copied");
+  setTimeout(() => replace(out), 2000);
+}

@@ -1,0 +1,43 @@
+/** The failure panel: stage, pass, node or kernel, and the message; the rest stays on the page. */
+import { h, replace } from "../dom";
+import { linkTo } from "../router";
+import type { CompileFailed } from "../events";
+import type { Pane, PaneContext } from "./types";
+
+export function failurePane(): Pane {
+  const el = h("section", { class: "failure", role: "alert", hidden: true });
+  let last: CompileFailed | undefined;
+  return {
+    el,
+    update({ id, state }: PaneContext) {
+      if (state.failed === last) return;
+      last = state.failed;
+      el.hidden = !last;
+      if (!last) return replace(el);
+      const f = last;
+      const passIndex = state.passes.length - 1;
+      replace(
+        el,
+        h("h2", null, `Compilation failed during ${f.stage}`),
+        h("p", { class: "failure-message" }, f.message),
+        h(
+          "dl",
+          null,
+          f.pass ? [h("dt", null, "pass"), h("dd", null, f.pass)] : null,
+          f.node ? [h("dt", null, "node"), h("dd", null, linkTo(h("a", null, f.node), { page: "compilation", id, view: "graph", node: f.node }))] : null,
+          f.kernel ? [h("dt", null, "kernel"), h("dd", null, linkTo(h("a", null, f.kernel), { page: "compilation", id, view: "kernel", kernel: f.kernel, tab: "loop" }))] : null,
+        ),
+        h(
+          "p",
+          { class: "failure-note" },
+          `Everything produced before the failure is kept below: ${state.passes.length} passes`,
+          state.fusion ? ", the fusion graph" : "",
+          state.kernels.size ? `, ${state.kernels.size} kernels` : "",
+          ".",
+          passIndex >= 0 ? " " : "",
+          passIndex >= 0 ? linkTo(h("a", null, "Open the IR of the last good pass"), { page: "compilation", id, view: "pass", pass: passIndex, diff: false }) : null,
+        ),
+      );
+    },
+  };
+}

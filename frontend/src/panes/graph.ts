@@ -1,0 +1,167 @@
+/**
+ * Fusion graph pane: the graph after fusion, laid out top to bottom by ELK in a Web Worker,
+ * groups as coloured clusters (or one box per group for large graphs), pan and zoom, and the
+ * selected node's attributes, IR line and kernel. The selection lives in the URL (?node=).
+ */
+import type { ElkNode } from "elkjs/lib/elk-api";
+import { emptyState, h, replace } from "../dom";
+import { fmtShape } from "../format";
+import { findDefiningLine, splitLines } from "../irdiff";
+import { buildElkGraph, type BuiltGraph } from "../graph/build";
+import { draw, type Drawing } from "../graph/render";
+import { linkTo, navigate } from "../router";
+import type { FusedGroup, FusedNode, GraphFused } from "../events";
+import type { CompilationState } from "../state";
+import type { Pane, PaneContext } from "./types";
+
+/** Above this many nodes the graph starts collapsed (one box per fused group). */
+const COLLAPSE_ABOVE = 800;
+
+let worker: Worker | null = null;
+let nextJob = 0;
+
+function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }> {
+  worker ??= new Worker(new URL("../graph/layout.worker.ts", import.meta.url), { type: "module" });
+  const id = ++nextJob;
+  const w = worker;
+  return new Promise((resolve, reject) => {
+    const onMsg = (m: MessageEvent<{ id: number; graph?: ElkNode; ms?: number; error?: string }>) => {
+      if (m.data.id !== id) return;
+      w.removeEventListener("message", onMsg);
+      if (m.data.graph) resolve({ graph: m.data.graph, ms: m.data.ms ?? 0 });
+      else reject(new Error(m.data.error ?? "layout failed"));
+    };
+    w.addEventListener("message", onMsg);
+    w.postMessage({ id, graph });
+  });
+}
+
+export function graphPane(): Pane {
+  const collapse = h("input", { type: "checkbox", class: "graph-collapse" });
+  const status = h("span", { class: "muted graph-status" });
+  const fitBtn = h("button", { class: "btn", title: "Fit to view" }, "fit");
+  const zin = h("button", { class: "btn", title: "Zoom in" }, "+");
+  const zout = h("button", { class: "btn", title: "Zoom out" }, "−");
+  const canvas = h("div", { class: "graph-canvas" });
+  const side = h("aside", { class: "graph-side" });
+  const el = h("section", { class: "graph", "aria-label": "Fusion graph" },
+    h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), fitBtn, zin, zout, status),
+    h("div", { class: "graph-main" }, canvas, side));
+  let ctx: PaneContext | null = null;
+  let fusion: GraphFused | undefined;
+  let drawing: Drawing | null = null;
+  let built: BuiltGraph | null = null;
+  let shownNode: string | null | undefined;
+  let userChoseCollapse = false;
+  let clicked = false;
+  let nodes = new Map<string, FusedNode>();
+  let groups = new Map<string, { group: FusedGroup; index: number }>();
+
+  const findNode = (name: string): FusedNode | undefined => nodes.get(name) ?? fusion?.nodes.find((n) => n.name === name);
+  const boxFor = (n: FusedNode): string => (collapse.checked && n.group && groups.has(n.group) ? `g:${n.group}` : n.id);
+
+  const layout = async () => {
+    if (!fusion) return;
+    drawing = null;
+    replace(canvas, h("div", { class: "graph-wait" }, h("span", { class: "spinner" }), ` laying out ${fusion.nodes.length} nodes…`));
+    const f = fusion;
+    built = buildElkGraph(f, collapse.checked);
+    const t0 = performance.now();
+    try {
+      const { graph } = await layoutInWorker(built.root);
+      if (f !== fusion) return;
+      drawing = draw({ laid: graph, built, nodes, groups, onSelect: select });
+      replace(canvas, drawing.svg);
+      drawing.fit();
+      replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      shownNode = undefined;
+      showSelection(true);
+    } catch (e) {
+      replace(canvas, emptyState("The graph could not be laid out.", e instanceof Error ? e.message : String(e)));
+    }
+  };
+
+  function select(boxId: string) {
+    if (!ctx) return;
+    let name: string | null = null;
+    if (boxId.startsWith("g:")) {
+      const g = groups.get(boxId.slice(2));
+      const first = g?.group.nodes[0];
+      name = first ? (nodes.get(first)?.name ?? first) : null;
+    } else name = nodes.get(boxId)?.name ?? boxId;
+    clicked = true;
+    navigate({ page: "compilation", id: ctx.id, view: "graph", node: name });
+  }
+
+  const showSelection = (center: boolean) => {
+    if (!ctx || ctx.view.view !== "graph") return;
+    const name = ctx.view.node;
+    if (name === shownNode) return;
+    shownNode = name;
+    const n = name ? findNode(name) : undefined;
+    if (drawing) {
+      const c = drawing.select(n ? boxFor(n) : null);
+      if (c && center) drawing.centerOn(c);
+    }
+    renderSide(ctx.state, name, n);
+  };
+
+  const renderSide = (state: CompilationState, name: string | null, n: FusedNode | undefined) => {
+    if (!ctx) return;
+    const id = ctx.id;
+    if (!name) return replace(side, h("p", { class: "muted" }, "Click a node to see its attributes, IR line and kernel."));
+    if (!n) return replace(side, h("h3", null, name), h("p", { class: "muted" }, "This node is not in the fused graph (an earlier pass may have removed or renamed it)."));
+    const g = n.group ? groups.get(n.group)?.group : undefined;
+    const ins = fusion?.edges.filter((e) => e.target === n.id) ?? [];
+    const outs = fusion?.edges.filter((e) => e.source === n.id) ?? [];
+    const lastPass = state.passes.length - 1;
+    const ir = lastPass >= 0 ? state.passes[lastPass].ir : "";
+    const line = ir ? findDefiningLine(ir, [n.name, ...outs.map((e) => e.value)]) : null;
+    const attrs = n.attributes ? Object.entries(n.attributes) : [];
+    replace(side,
+      h("h3", null, n.name),
+      h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
+      g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops)`) : h("p", { class: "muted" }, "not in a fused group"),
+      attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, typeof v === "string" ? v : JSON.stringify(v))))))) : null,
+      ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
+      outs.length ? h("div", null, h("h4", null, "outputs"), h("ul", null, ...outs.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
+      line !== null
+        ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false })), h("pre", { class: "ir-line" }, splitLines(ir)[line - 1]))
+        : h("p", { class: "muted" }, "No IR line found for this node."),
+    );
+  };
+
+  collapse.addEventListener("change", () => {
+    userChoseCollapse = true;
+    void layout();
+  });
+  fitBtn.addEventListener("click", () => drawing?.fit());
+  zin.addEventListener("click", () => drawing?.zoomBy(1.25));
+  zout.addEventListener("click", () => drawing?.zoomBy(0.8));
+
+  return {
+    el,
+    update(c) {
+      ctx = c;
+      if (c.view.view !== "graph") return;
+      if (c.state.fusion !== fusion) {
+        fusion = c.state.fusion;
+        if (!fusion) {
+          replace(canvas, emptyState("No fusion graph yet.", c.state.finished || c.state.failed ? "This compilation ended before operator fusion." : "It appears when the fusion pass has run."));
+          replace(side);
+          return;
+        }
+        nodes = new Map(fusion.nodes.map((n) => [n.id, n]));
+        groups = new Map(fusion.groups.map((g, index) => [g.id, { group: g, index }]));
+        if (!userChoseCollapse) collapse.checked = fusion.nodes.length > COLLAPSE_ABOVE;
+        void layout();
+        return;
+      }
+      showSelection(!clicked);
+      clicked = false;
+    },
+    destroy() {
+      drawing = null;
+    },
+  };
+}

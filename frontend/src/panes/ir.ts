@@ -1,0 +1,76 @@
+/** IR viewer: graph IR after the selected pass, or a side-by-side diff against the pass before. */
+import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
+import { emptyState, h, replace } from "../dom";
+import { fmtBytes, fmtMs } from "../format";
+import { diffStats } from "../irdiff";
+import { graphIr } from "../lang/graphir";
+import { linkTo, navigate } from "../router";
+import type { PassFinished } from "../events";
+import type { Pane, PaneContext } from "./types";
+
+export function irPane(): Pane {
+  const head = h("div", { class: "ir-head" });
+  const body = h("div", { class: "ir-body" });
+  const el = h("section", { class: "ir-pane", "aria-label": "IR viewer" }, head, body);
+  let shown: { pass: PassFinished | undefined; prev: PassFinished | undefined; diff: boolean } | null = null;
+  let editor: CodeViewer | DiffViewer | null = null;
+
+  const drop = () => {
+    editor?.destroy();
+    editor = null;
+  };
+
+  return {
+    el,
+    update({ id, state, view }: PaneContext) {
+      if (view.view !== "pass") return;
+      const n = view.pass;
+      const pass = state.passes[n];
+      const prev = n > 0 ? state.passes[n - 1] : undefined;
+      const diff = view.diff && n > 0;
+      if (shown && shown.pass === pass && shown.prev === prev && shown.diff === diff) return;
+      shown = { pass, prev, diff };
+      drop();
+      if (!pass) {
+        replace(head);
+        const running = state.running?.index === n || (!state.finished && !state.failed);
+        replace(body, emptyState(running ? `Pass ${n} has not finished yet.` : `This compilation has no pass ${n}.`, running ? "Its IR appears here when it finishes." : undefined));
+        return;
+      }
+      const to = (pass: number, d: boolean) => ({ page: "compilation" as const, id, view: "pass" as const, pass, diff: d });
+      const stats = pass.stats ?? {};
+      const ds = prev ? diffStats(prev.ir, pass.ir) : null;
+      const diffToggle = h("input", { type: "checkbox", checked: diff, disabled: n === 0, class: "ir-diff-toggle" });
+      diffToggle.addEventListener("change", () => navigate(to(n, diffToggle.checked)));
+      replace(
+        head,
+        h("div", { class: "ir-title" },
+          n > 0 ? linkTo(h("a", { class: "btn", title: "previous pass" }, "◀"), to(n - 1, view.diff)) : h("span", { class: "btn disabled" }, "◀"),
+          h("h2", null, `IR after pass ${n}: `, h("code", null, pass.name)),
+          n + 1 < state.passes.length ? linkTo(h("a", { class: "btn", title: "next pass" }, "▶"), to(n + 1, view.diff)) : h("span", { class: "btn disabled" }, "▶"),
+        ),
+        h("div", { class: "ir-meta" },
+          h("span", null, fmtMs(pass.duration_ms)),
+          h("span", { class: pass.changed ? "is-changed" : "is-unchanged" }, pass.changed ? "changed" : "unchanged"),
+          stats.nodes !== undefined ? h("span", null, `${stats.nodes} nodes`) : null,
+          stats.groups !== undefined ? h("span", null, `${stats.groups} groups`) : null,
+          stats.constant_bytes !== undefined ? h("span", null, `constants ${fmtBytes(stats.constant_bytes)}`) : null,
+          ds ? h("span", { class: "ir-diffstat" }, h("span", { class: "added" }, `+${ds.added}`), " ", h("span", { class: "removed" }, `−${ds.removed}`), ` vs pass ${n - 1}`) : null,
+          h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
+        ),
+      );
+      replace(body);
+      if (diff && prev) {
+        body.appendChild(h("div", { class: "diff-labels" }, h("span", null, `before: pass ${n - 1} ${prev.name}`), h("span", null, `after: pass ${n} ${pass.name}`)));
+        const host = h("div", { class: "cm-host diff" });
+        body.appendChild(host);
+        editor = diffViewer(host, prev.ir, pass.ir, graphIr);
+      } else {
+        const host = h("div", { class: "cm-host" });
+        body.appendChild(host);
+        editor = codeViewer(host, pass.ir, graphIr);
+      }
+    },
+    destroy: drop,
+  };
+}

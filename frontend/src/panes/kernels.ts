@@ -1,0 +1,139 @@
+/** Kernels: a sortable timing table with a bar chart; one kernel's loop IR, LLVM IR and asm in tabs. */
+import { codeViewer, type CodeViewer } from "../editor";
+import { emptyState, h, replace } from "../dom";
+import { fmtMs, fmtNum, fmtUs } from "../format";
+import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrows";
+import { loopIr } from "../lang/loopir";
+import { asm, llvmIr } from "../lang/llvmir";
+import { linkTo } from "../router";
+import type { KernelState } from "../state";
+import { KERNEL_TABS, type KernelTab } from "../urlstate";
+import type { Pane, PaneContext } from "./types";
+
+const COLUMNS: { key: SortKey; label: string; numeric: boolean }[] = [
+  { key: "kernel", label: "kernel", numeric: false },
+  { key: "ops", label: "ops", numeric: false },
+  { key: "us", label: "µs", numeric: true },
+  { key: "share", label: "share", numeric: true },
+  { key: "gflops", label: "GFLOP/s", numeric: true },
+  { key: "gbps", label: "GB/s", numeric: true },
+];
+
+const TAB_LABEL: Record<KernelTab, string> = { loop: "Loop IR", llvm: "LLVM IR", opt: "Optimized LLVM IR", asm: "Assembly" };
+
+function tabText(k: KernelState | undefined, tab: KernelTab): string | undefined {
+  if (!k) return undefined;
+  if (tab === "loop") return k.lowered?.loop_ir;
+  if (tab === "llvm") return k.compiled?.llvm_ir;
+  if (tab === "opt") return k.compiled?.llvm_ir_optimized;
+  return k.compiled?.asm;
+}
+
+export function kernelsPane(): Pane {
+  const table = h("div", { class: "kernels-table" });
+  const detail = h("div", { class: "kernel-detail" });
+  const el = h("section", { class: "kernels", "aria-label": "Kernels" }, table, detail);
+  let sortKey: SortKey = "us";
+  let desc = true;
+  let ctx: PaneContext | null = null;
+  let lastTable: unknown[] = [];
+  let lastDetail: unknown[] = [];
+  let viewer: CodeViewer | null = null;
+
+  const renderTable = (force = false) => {
+    if (!ctx) return;
+    const { id, state, view } = ctx;
+    const selected = view.view === "kernel" ? view.kernel : null;
+    const key = [state.kernels, state.fusion, selected, sortKey, desc];
+    if (!force && key.every((x, i) => x === lastTable[i])) return;
+    lastTable = key;
+    const rows = sortRows(kernelRows(state), sortKey, desc);
+    if (rows.length === 0) {
+      replace(table, emptyState("No kernels yet.", state.finished || state.failed ? "This compilation produced no kernels (the back end did not run)." : "Kernels appear when fusion and lowering run."));
+      return;
+    }
+    const maxUs = Math.max(0, ...rows.map((r) => r.us ?? 0));
+    const head = h("tr", null, ...COLUMNS.map((c) => {
+      const th = h("th", { class: c.numeric ? "num sortable" : "sortable", "aria-sort": c.key === sortKey ? (desc ? "descending" : "ascending") : "none" }, c.label, c.key === sortKey ? (desc ? " ▾" : " ▴") : "");
+      th.addEventListener("click", () => {
+        if (sortKey === c.key) desc = !desc;
+        else {
+          sortKey = c.key;
+          desc = c.numeric;
+        }
+        renderTable(true);
+      });
+      return th;
+    }), h("th", { class: "chart" }, "time"));
+    const tr = (r: KernelRow) =>
+      h("tr", { class: r.kernel === selected ? "selected" : "", dataset: { kernel: r.kernel } },
+        h("td", null, linkTo(h("a", null, r.kernel), { page: "compilation", id, view: "kernel", kernel: r.kernel, tab: view.view === "kernel" ? view.tab : "loop" })),
+        h("td", { class: "ops", title: r.ops.join(", ") }, r.ops.length ? `${r.ops.length}: ${r.ops.slice(0, 4).join("+")}${r.ops.length > 4 ? "+…" : ""}` : r.status),
+        h("td", { class: "num" }, fmtUs(r.us ?? undefined)),
+        h("td", { class: "num" }, r.share === null ? "–" : `${(100 * r.share).toFixed(1)}%`),
+        h("td", { class: "num" }, fmtNum(r.gflops ?? undefined)),
+        h("td", { class: "num" }, fmtNum(r.gbps ?? undefined)),
+        h("td", { class: "chart" }, h("span", { class: "bar", style: { width: `${maxUs > 0 && r.us !== null ? (100 * r.us) / maxUs : 0}%` } })),
+      );
+    const timed = rows.filter((r) => r.us !== null);
+    const totalUs = timed.reduce((s, r) => s + (r.us ?? 0), 0);
+    replace(table,
+      h("p", { class: "muted" }, `${rows.length} kernels`, timed.length ? `, ${timed.length} timed, sum ${fmtMs(totalUs / 1000)}` : ", not timed (code only or not run yet)"),
+      h("table", { class: "grid" }, h("thead", null, head), h("tbody", null, ...rows.map(tr))),
+    );
+  };
+
+  const renderDetail = () => {
+    if (!ctx) return;
+    const { id, state, view } = ctx;
+    if (view.view !== "kernel") {
+      viewer?.destroy();
+      viewer = null;
+      lastDetail = [];
+      replace(detail, rowsHint(state.kernels.size));
+      return;
+    }
+    const k = state.kernels.get(view.kernel);
+    const text = tabText(k, view.tab);
+    const key = [view.kernel, view.tab, text, k?.lowered?.schedule, k?.timed];
+    if (key.every((x, i) => x === lastDetail[i])) return;
+    lastDetail = key;
+    viewer?.destroy();
+    viewer = null;
+    const tabs = h("div", { class: "tabs", role: "tablist" }, ...KERNEL_TABS.map((t) =>
+      linkTo(h("a", { class: `tab${t === view.tab ? " active" : ""}`, role: "tab", "aria-selected": t === view.tab ? "true" : "false", dataset: { tab: t } }, TAB_LABEL[t], tabText(k, t) === undefined ? " (–)" : ""), { page: "compilation", id, view: "kernel", kernel: view.kernel, tab: t }),
+    ));
+    const group = k?.group ?? state.fusion?.groups.find((g) => g.kernel === view.kernel)?.id;
+    const facts = h("p", { class: "muted" },
+      group ? `group ${group}` : "",
+      k?.compiled ? ` · compiled in ${fmtMs(k.compiled.compile_ms)}` : "",
+      k?.timed ? ` · ${fmtUs(k.timed.median_us)} · ${fmtNum(k.timed.gflops)} GFLOP/s · ${fmtNum(k.timed.gbps)} GB/s` : "",
+    );
+    const host = h("div", { class: "cm-host" });
+    const schedule = k?.lowered?.schedule;
+    replace(detail, h("h2", null, "Kernel ", h("code", null, view.kernel)), facts,
+      schedule !== undefined && schedule !== null && view.tab === "loop" ? h("details", { class: "schedule" }, h("summary", null, "Schedule"), h("pre", null, typeof schedule === "string" ? schedule : JSON.stringify(schedule, null, 2))) : null,
+      tabs, host);
+    if (!k && !state.fusion?.groups.some((g) => g.kernel === view.kernel)) {
+      host.appendChild(emptyState(`No kernel named “${view.kernel}” ${state.finished || state.failed ? "in this compilation" : "yet"}.`));
+    } else if (text === undefined) {
+      host.appendChild(emptyState(`No ${TAB_LABEL[view.tab]} for this kernel${state.finished || state.failed ? "." : " yet."}`));
+    } else {
+      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : view.tab === "asm" ? asm : llvmIr);
+    }
+  };
+
+  return {
+    el,
+    update(c) {
+      ctx = c;
+      renderTable();
+      renderDetail();
+    },
+    destroy: () => viewer?.destroy(),
+  };
+}
+
+function rowsHint(n: number): HTMLElement | string {
+  return n ? h("p", { class: "muted" }, "Select a kernel to see its loop IR, LLVM IR and assembly.") : "";
+}

@@ -1,0 +1,79 @@
+/**
+ * Pipeline picker: presets (O0..O3) show their expansion; editing the text makes a custom
+ * pipeline, checked as you type against the server's pass list (GET /api/passes). The server
+ * checks it again on submit and its message is shown here.
+ */
+import type { PassInfo, Pipeline } from "../api";
+import { h, replace } from "../dom";
+import { splitPipeline } from "../pipeline";
+
+/** Names an unknown pass or option in `text`, or returns null when every name is known. */
+export function pipelineProblem(text: string, passes: PassInfo[]): string | null {
+  if (passes.length === 0) return null;
+  const entries = splitPipeline(text);
+  if (entries.length === 0) return "The pipeline is empty.";
+  const byName = new Map(passes.map((p) => [p.name, p]));
+  for (const e of entries) {
+    const p = byName.get(e.name);
+    if (!p) return `Unknown pass “${e.name}”.`;
+    if (!e.options) continue;
+    for (const kv of e.options.split(",")) {
+      const key = kv.split("=")[0].trim();
+      if (key && !p.options.some((o) => o.name === key)) return `Pass “${e.name}” has no option “${key}” (it has: ${p.options.map((o) => o.name).join(", ") || "none"}).`;
+    }
+  }
+  return null;
+}
+
+export interface PipelineForm {
+  el: HTMLElement;
+  /** What to send: the preset's name while unedited, else the text. */
+  value(): string;
+  localProblem(): string | null;
+  serverProblem(message: string): void;
+}
+
+export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineForm {
+  const sel = h("select", { class: "pipeline-preset", "aria-label": "Pipeline preset" }, ...presets.map((p) => h("option", { value: p.name }, p.name)), h("option", { value: "" }, "custom"));
+  const text = h("textarea", { class: "pipeline-text", rows: 3, spellcheck: false, "aria-label": "Pipeline text" });
+  const note = h("p", { class: "pipeline-note muted" });
+  const docs = h("details", { class: "pass-docs" }, h("summary", null, `${passes.length} passes available`),
+    h("dl", null, ...passes.flatMap((p) => [
+      h("dt", null, h("code", null, p.name), p.options.length ? h("span", { class: "muted" }, ` {${p.options.map((o) => `${o.name}=${JSON.stringify(o.default)}`).join(",")}}`) : ""),
+      h("dd", null, (p.doc || "").split("\n")[0]),
+    ])));
+  const preset = () => presets.find((p) => p.name === sel.value);
+  const check = () => {
+    const problem = pipelineProblem(text.value, passes);
+    note.className = `pipeline-note ${problem ? "error" : "muted"}`;
+    const p = preset();
+    replace(note, problem ?? (p ? `${p.name} expands to ${splitPipeline(p.text).length} passes (shown above).` : `${splitPipeline(text.value).length} passes.`));
+  };
+  sel.addEventListener("change", () => {
+    const p = preset();
+    if (p) text.value = p.text;
+    check();
+  });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  text.addEventListener("input", () => {
+    const p = preset();
+    if (p && text.value.trim() !== p.text.trim()) sel.value = "";
+    clearTimeout(timer);
+    timer = setTimeout(check, 200);
+  });
+  const initial = presets.find((p) => p.name === "O2") ?? presets[0];
+  if (initial) {
+    sel.value = initial.name;
+    text.value = initial.text;
+  }
+  check();
+  return {
+    el: h("div", { class: "field pipeline" }, h("label", null, "Pipeline "), sel, text, note, docs),
+    value: () => preset()?.name ?? text.value.trim(),
+    localProblem: () => pipelineProblem(text.value, passes),
+    serverProblem(message) {
+      note.className = "pipeline-note error";
+      replace(note, message);
+    },
+  };
+}

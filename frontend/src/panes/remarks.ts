@@ -1,0 +1,78 @@
+/** Remarks: applied, missed and analysis decisions with their reasons; filterable; node links. */
+import { emptyState, h, replace } from "../dom";
+import { linkTo } from "../router";
+import type { CompilationState } from "../state";
+import type { Pane, PaneContext } from "./types";
+
+const KINDS = ["applied", "missed", "analysis"] as const;
+const PAGE = 300;
+
+export function remarksPane(): Pane {
+  const kind = h("select", { "aria-label": "Kind", class: "remarks-kind" }, h("option", { value: "" }, "all kinds"), ...KINDS.map((k) => h("option", { value: k }, k)));
+  const pass = h("select", { "aria-label": "Pass", class: "remarks-pass" }, h("option", { value: "" }, "all passes"));
+  const text = h("input", { type: "search", placeholder: "Filter by text or node", "aria-label": "Filter remarks", class: "remarks-text" });
+  const count = h("span", { class: "muted" });
+  const list = h("ul", { class: "remarks-list" });
+  const el = h("section", { class: "remarks", "aria-label": "Remarks" }, h("div", { class: "remarks-controls" }, kind, pass, text, count), list);
+  let ctx: PaneContext | null = null;
+  let lastState: CompilationState | null = null;
+  let limit = PAGE;
+
+  const render = () => {
+    if (!ctx) return;
+    const { id, state } = ctx;
+    if (state !== lastState) {
+      lastState = state;
+      const names = [...new Set(state.passes.map((p) => p.name))];
+      const keep = pass.value;
+      replace(pass, h("option", { value: "" }, "all passes"), ...names.map((n) => h("option", { value: n }, n)));
+      pass.value = names.includes(keep) ? keep : "";
+    }
+    const q = text.value.trim().toLowerCase();
+    const rows: HTMLElement[] = [];
+    let matched = 0;
+    let total = 0;
+    state.passes.forEach((p, index) => {
+      for (const r of p.remarks ?? []) {
+        total++;
+        if (kind.value && r.kind !== kind.value) continue;
+        if (pass.value && p.name !== pass.value) continue;
+        if (q && !r.message.toLowerCase().includes(q) && !r.nodes.some((n) => n.toLowerCase().includes(q))) continue;
+        matched++;
+        if (rows.length >= limit) continue;
+        rows.push(
+          h("li", { class: `remark remark-${r.kind}` },
+            h("span", { class: `badge ${r.kind}` }, r.kind),
+            linkTo(h("a", { class: "remark-pass" }, `#${index} ${r.pass || p.name}`), { page: "compilation", id, view: "pass", pass: index, diff: true }),
+            h("span", { class: "remark-message" }, r.message),
+            r.nodes.length ? h("span", { class: "remark-nodes" }, ...r.nodes.slice(0, 12).map((n) => linkTo(h("a", { class: "node-link" }, n), { page: "compilation", id, view: "graph", node: n })), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
+          ),
+        );
+      }
+    });
+    replace(count, `${matched} of ${total}`);
+    if (total === 0) {
+      replace(list, emptyState(state.passes.length ? "The passes made no remarks." : "No remarks yet.", "Remarks appear as passes finish."));
+      return;
+    }
+    if (matched > rows.length) {
+      const more = h("button", { class: "btn" }, `Show ${Math.min(PAGE, matched - rows.length)} more`);
+      more.addEventListener("click", () => {
+        limit += PAGE;
+        render();
+      });
+      rows.push(h("li", null, more));
+    }
+    replace(list, rows.length ? rows : [h("li", { class: "muted" }, "No remark matches the filter.")]);
+  };
+  for (const c of [kind, pass]) c.addEventListener("change", () => ((limit = PAGE), render()));
+  text.addEventListener("input", () => ((limit = PAGE), render()));
+  return {
+    el,
+    update(c) {
+      const changed = !ctx || c.state !== ctx.state;
+      ctx = c;
+      if (changed) render();
+    },
+  };
+}

@@ -1,0 +1,172 @@
+/**
+ * Start page: upload a model (drag and drop or picker, with progress) or pick a sample; bind
+ * the input shapes; choose a target and a pipeline; compile.
+ */
+import { api, ApiError, uploadModel, type ModelMeta, type PassInfo, type Pipeline, type Sample, type Target } from "../api";
+import { emptyState, h, replace } from "../dom";
+import { fmtBytes, fmtShape } from "../format";
+import { navigate } from "../router";
+import { prefill, readShapes } from "../shapes";
+import { pipelineForm } from "./pipelineform";
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export function startPage(): HTMLElement {
+  const fileInput = h("input", { type: "file", accept: ".onnx", class: "file-input", "aria-label": "ONNX model file" });
+  const bar = h("progress", { max: 1, value: 0, class: "upload-progress", hidden: true });
+  const upMsg = h("p", { class: "upload-message", role: "status" });
+  const drop = h("div", { class: "dropzone", tabindex: "0" },
+    h("p", null, h("strong", null, "Drop an ONNX model here"), " or ", h("label", { class: "linkish" }, "choose a file", fileInput)),
+    bar, upMsg);
+  const gallery = h("div", { class: "gallery" }, h("p", { class: "muted" }, "Loading samples…"));
+  const configure = h("section", { class: "configure", hidden: true });
+  const el = h("main", { class: "start" },
+    h("section", { class: "hero" }, h("h1", null, "Prism"), h("p", null, "Upload an ONNX model, choose a target and a pass pipeline, and watch it compile: the IR after every pass, the fusion graph, each kernel's loop IR, LLVM IR and assembly, timings against ONNX Runtime, and accuracy.")),
+    h("section", { class: "upload" }, h("h2", null, "1. Model"), drop, h("h3", null, "or a sample"), gallery),
+    configure);
+
+  let targets: Target[] = [];
+  let pipelines: Pipeline[] = [];
+  let passes: PassInfo[] = [];
+  const catalog = Promise.all([api.targets(), api.pipelines(), api.passes()]).then(([t, p, ps]) => {
+    targets = t;
+    pipelines = p;
+    passes = ps;
+  });
+
+  const chosen = async (model: ModelMeta, sampleShapes?: Record<string, (number | string | null)[]>) => {
+    try {
+      await catalog;
+    } catch (e) {
+      replace(configure, h("p", { class: "error" }, `The compiler's targets and passes could not be loaded: ${errorText(e)}`));
+      configure.hidden = false;
+      return;
+    }
+    showConfigure(model, sampleShapes ?? model.default_input_shapes ?? undefined);
+  };
+
+  const upload = (file: File) => {
+    bar.hidden = false;
+    bar.value = 0;
+    replace(upMsg, `Uploading ${file.name} (${fmtBytes(file.size)})…`);
+    upMsg.className = "upload-message";
+    const { done } = uploadModel(file, (f) => (bar.value = f));
+    done.then(
+      (m) => {
+        bar.value = 1;
+        replace(upMsg, `Uploaded ${m.name}.`);
+        void chosen(m);
+      },
+      (e) => {
+        bar.hidden = true;
+        upMsg.className = "upload-message error";
+        replace(upMsg, e instanceof ApiError && e.status === 413 ? `Too large: ${e.message}` : errorText(e));
+      },
+    );
+  };
+  fileInput.addEventListener("change", () => {
+    const f = fileInput.files?.[0];
+    if (f) upload(f);
+  });
+  drop.addEventListener("dragover", (e) => {
+    e.preventDefault();
+    drop.classList.add("over");
+  });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    const f = e.dataTransfer?.files?.[0];
+    if (f) upload(f);
+  });
+
+  api.samples().then(
+    (samples: Sample[]) => {
+      if (samples.length === 0) return replace(gallery, emptyState("This server has no sample models."));
+      replace(gallery, ...samples.map((s) => {
+        const b = h("button", { class: "sample", dataset: { sample: s.name }, title: s.source ?? "" },
+          h("span", { class: "sample-name" }, s.name),
+          h("span", { class: "sample-note muted" }, s.available ? "ready" : "fetched on first use"),
+          s.input_shapes ? h("span", { class: "sample-shapes muted" }, Object.entries(s.input_shapes).map(([k, v]) => `${k}${fmtShape(v)}`).join(" ")) : null);
+        b.addEventListener("click", () => {
+          b.disabled = true;
+          replace(upMsg, `Preparing sample ${s.name}…`);
+          upMsg.className = "upload-message";
+          api.useSample(s.name).then(
+            (m) => {
+              b.disabled = false;
+              replace(upMsg, `Sample ${m.name} is ready.`);
+              void chosen(m, s.input_shapes);
+            },
+            (e) => {
+              b.disabled = false;
+              upMsg.className = "upload-message error";
+              replace(upMsg, errorText(e));
+            },
+          );
+        });
+        return b;
+      }));
+    },
+    (e) => replace(gallery, h("p", { class: "error" }, `Samples could not be loaded: ${errorText(e)}`)),
+  );
+
+  function showConfigure(model: ModelMeta, shapes?: Record<string, (number | string | null)[]>) {
+    const fields: Record<string, HTMLInputElement[]> = {};
+    const inputRows = model.inputs.map((inp) => {
+      const pre = prefill(inp, shapes?.[inp.name]);
+      fields[inp.name] = inp.shape.map((d, i) =>
+        h("input", { class: "dim", value: pre[i], size: 5, inputmode: "numeric", placeholder: typeof d === "string" && d ? d : "?", "aria-label": `${inp.name} dim ${i}`, title: typeof d === "string" ? `symbolic dim ${d}` : `dim ${i}` }));
+      return h("tr", null, h("td", null, h("code", null, inp.name)), h("td", null, inp.dtype), h("td", { class: "muted" }, fmtShape(inp.shape)), h("td", { class: "dims" }, ...fields[inp.name].flatMap((f, i) => (i ? [" × ", f] : [f]))));
+    });
+    const targetSel = h("select", { class: "target", "aria-label": "Target" }, ...targets.map((t) =>
+      h("option", { value: t.name }, `${t.name} — ${t.runnable ? "timed here" : "code only"}`)));
+    const targetNote = h("p", { class: "muted target-note" });
+    const showTarget = () => {
+      const t = targets.find((x) => x.name === targetSel.value);
+      replace(targetNote, t ? `${t.triple} · cpu ${t.cpu || "generic"}${t.features ? ` · ${t.features}` : ""} · ${t.runnable ? "runs and is timed on this server" : "code is emitted but not run here"}${t.note ? ` — ${t.note}` : ""}` : "");
+    };
+    targetSel.addEventListener("change", showTarget);
+    if (targets.some((t) => t.name === "host")) targetSel.value = "host";
+    showTarget();
+    const pipe = pipelineForm(pipelines, passes);
+    const submit = h("button", { class: "btn primary compile" }, "Compile");
+    const msg = h("p", { class: "submit-message", role: "status" });
+    submit.addEventListener("click", async () => {
+      msg.className = "submit-message error";
+      let input_shapes: Record<string, number[]>;
+      try {
+        input_shapes = readShapes(model.inputs, Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.map((f) => f.value)])));
+      } catch (e) {
+        return replace(msg, errorText(e));
+      }
+      const problem = pipe.localProblem();
+      if (problem) return replace(msg, problem);
+      submit.disabled = true;
+      msg.className = "submit-message";
+      replace(msg, "Submitting…");
+      try {
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes });
+        navigate({ page: "compilation", id: c.id, view: "summary" });
+      } catch (e) {
+        submit.disabled = false;
+        msg.className = "submit-message error";
+        replace(msg, errorText(e));
+        if (e instanceof ApiError && e.status === 400) pipe.serverProblem(e.message);
+      }
+    });
+    replace(configure,
+      h("h2", null, "2. Inputs, target and pipeline"),
+      h("p", null, h("strong", { class: "model-name" }, model.name), ` · ${fmtBytes(model.size)} · opset ${model.opset ?? "?"}`, model.node_count ? ` · ${model.node_count} nodes` : "", " · ", h("code", { class: "muted" }, model.sha256.slice(0, 12))),
+      h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"))), h("tbody", null, ...inputRows)),
+      h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
+      pipe.el,
+      h("div", { class: "field" }, submit, msg));
+    configure.hidden = false;
+    configure.scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+
+  return el;
+}

@@ -1,0 +1,84 @@
+/** Pass timeline: every pass with its time, changed or unchanged, remark count; filterable. */
+import { h, replace } from "../dom";
+import { fmtMs } from "../format";
+import { linkTo } from "../router";
+import type { CompilationState } from "../state";
+import type { CompilationView } from "../urlstate";
+import type { Pane, PaneContext } from "./types";
+
+function optionsText(o: Record<string, unknown> | undefined): string {
+  if (!o) return "";
+  const parts = Object.entries(o).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+  return parts.length ? `{${parts.join(",")}}` : "";
+}
+
+export function timelinePane(): Pane {
+  const search = h("input", { type: "search", placeholder: "Search passes", "aria-label": "Search passes", class: "timeline-search" });
+  const hide = h("input", { type: "checkbox", class: "timeline-hide" });
+  const list = h("ol", { class: "timeline-list" });
+  const total = h("div", { class: "timeline-total" });
+  const el = h(
+    "section",
+    { class: "timeline", "aria-label": "Pass timeline" },
+    h("h2", null, "Passes"),
+    h("div", { class: "timeline-controls" }, search, h("label", null, hide, " hide unchanged")),
+    list,
+    total,
+  );
+  let last: { state: CompilationState; view: CompilationView; q: string; hide: boolean } | null = null;
+  let ctx: PaneContext | null = null;
+
+  const render = () => {
+    if (!ctx) return;
+    const { id, state, view } = ctx;
+    const q = search.value.trim().toLowerCase();
+    if (last && last.state === state && last.view === view && last.q === q && last.hide === hide.checked) return;
+    last = { state, view, q, hide: hide.checked };
+    const selected = view.view === "pass" ? view.pass : -1;
+    const maxMs = Math.max(1e-9, ...state.passes.map((p) => p.duration_ms));
+    const rows: HTMLElement[] = [];
+    state.passes.forEach((p, i) => {
+      if (hide.checked && !p.changed) return;
+      if (q && !p.name.toLowerCase().includes(q)) return;
+      const nRemarks = p.remarks?.length ?? 0;
+      const a = linkTo(
+        h(
+          "a",
+          { class: "timeline-link" },
+          h("span", { class: "pass-index" }, String(i)),
+          h("span", { class: "pass-name" }, p.name, h("span", { class: "pass-options" }, optionsText(p.options))),
+          h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
+          h("span", { class: "pass-remarks", title: `${nRemarks} remarks` }, nRemarks ? `${nRemarks} ✎` : ""),
+          h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
+          h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } }),
+        ),
+        { page: "compilation", id, view: "pass", pass: i, diff: view.view === "pass" ? view.diff : false },
+      );
+      rows.push(h("li", { class: `timeline-row${i === selected ? " selected" : ""}`, dataset: { index: String(i), name: p.name } }, a));
+    });
+    if (state.running && !ctx.state.failed) {
+      rows.push(h("li", { class: "timeline-row running" }, h("span", { class: "pass-index" }, String(state.passes.length)), h("span", { class: "pass-name" }, state.running.name), h("span", { class: "spinner", "aria-label": "running" })));
+    }
+    const waiting = state.plannedPasses.slice(state.passes.length + (state.running ? 1 : 0));
+    if (!state.failed && !state.finished) {
+      waiting.forEach((name, j) => {
+        if (q && !name.toLowerCase().includes(q)) return;
+        rows.push(h("li", { class: "timeline-row waiting" }, h("span", { class: "pass-index" }, String(state.passes.length + (state.running ? 1 : 0) + j)), h("span", { class: "pass-name" }, name)));
+      });
+    }
+    if (rows.length === 0) rows.push(h("li", { class: "empty" }, state.passes.length ? "No pass matches." : "No pass has run yet."));
+    replace(list, rows);
+    const sum = state.passes.reduce((s, p) => s + p.duration_ms, 0);
+    const changed = state.passes.filter((p) => p.changed).length;
+    replace(total, state.passes.length ? `${state.passes.length} passes, ${changed} changed, ${fmtMs(sum)}` : "");
+  };
+  search.addEventListener("input", render);
+  hide.addEventListener("change", render);
+  return {
+    el,
+    update(c) {
+      ctx = c;
+      render();
+    },
+  };
+}

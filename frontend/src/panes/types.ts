@@ -1,0 +1,18 @@
+/** What every pane of the compilation page gets: the reduced state and the URL's view. */
+import type { Compilation } from "../api";
+import type { CompilationState } from "../state";
+import type { CompilationView } from "../urlstate";
+
+export interface PaneContext {
+  id: string;
+  state: CompilationState;
+  view: CompilationView;
+  meta: Compilation | null;
+}
+
+export interface Pane {
+  readonly el: HTMLElement;
+  /** Called after every state or view change; a pane redraws only what changed. */
+  update(ctx: PaneContext): void;
+  destroy?(): void;
+}

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { kernelRows, sortRows } from "../src/kernelrows";
+import { reduceAll } from "../src/state";
+import type { CompileEvent } from "../src/events";
+import { EVENTS } from "./fixture";
+
+describe("kernel rows", () => {
+  it("joins groups, lowering and timings", () => {
+    const rows = kernelRows(reduceAll(EVENTS));
+    expect(rows).toEqual([{ kernel: "fused_conv1_relu1", ops: ["Conv", "Relu"], kind: "out-elementwise-fusable", us: 40, share: 1, gflops: 0.025, gbps: 0.05, status: "timed" }]);
+  });
+
+  it("sorts by time with untimed kernels last", () => {
+    const extra: CompileEvent[] = [
+      { seq: 13, type: "kernel.timed", ts: 0, kernel: "b", median_us: 10, flops: 0, bytes: 0, gflops: 1, gbps: 2 },
+      { seq: 14, type: "kernel.lowered", ts: 0, kernel: "c", group: "g9", loop_ir: "", schedule: null },
+      { seq: 15, type: "kernel.timed", ts: 0, kernel: "a10", median_us: 30, flops: 0, bytes: 0, gflops: 3, gbps: 1 },
+    ];
+    const rows = kernelRows(reduceAll([...EVENTS.slice(0, 12), ...extra.map((e, i) => ({ ...e, seq: 12 + i }))]));
+    expect(sortRows(rows, "us", true).map((r) => r.kernel)).toEqual(["fused_conv1_relu1", "a10", "b", "c"]);
+    expect(sortRows(rows, "us", false).map((r) => r.kernel)).toEqual(["b", "a10", "fused_conv1_relu1", "c"]);
+    expect(sortRows(rows, "kernel", false).map((r) => r.kernel)).toEqual(["a10", "b", "c", "fused_conv1_relu1"]);
+    const share = sortRows(rows, "share", true);
+    expect(share[0].share).toBeCloseTo(0.5);
+    expect(share.reduce((s, r) => s + (r.share ?? 0), 0)).toBeCloseTo(1);
+  });
+});
