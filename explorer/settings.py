@@ -20,6 +20,7 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PRISM_VAR_DIR", BASE_DIR / "var")).resolve()
+(VAR_DIR / "static").mkdir(parents=True, exist_ok=True)  # SQLite needs the folder to exist
 
 
 def _env_int(name: str, default: int) -> int:

@@ -49,6 +49,9 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         async with self.lock:
             await self.catch_up()
+            if not self.finished and await self.log_ended():
+                self.finished = True  # the client already has the terminal event
+                await self.close(code=1000)
         if not self.finished:
             self.poller = asyncio.ensure_future(self.poll())
 
@@ -96,6 +99,11 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def compilation_exists(self) -> bool:
         return selectors.get_compilation(self.compilation_id) is not None
+
+    @database_sync_to_async
+    def log_ended(self) -> bool:
+        last = selectors.last_event(self.compilation_id)
+        return last is not None and last["type"] in messages.TERMINAL_EVENT_TYPES
 
     @database_sync_to_async
     def read_events(self, after: int, limit: int) -> list[dict]:

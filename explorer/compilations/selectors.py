@@ -23,6 +23,11 @@ def events_after(compilation_id: str, after: int = -1, limit: int = EVENT_PAGE_M
     return [e.as_event() for e in rows[:limit]]
 
 
+def last_event(compilation_id: str) -> dict | None:
+    row = CompilationEvent.objects.filter(compilation_id=compilation_id).order_by("-seq").first()
+    return row.as_event() if row else None
+
+
 def event_count(compilation_id: str) -> int:
     return CompilationEvent.objects.filter(compilation_id=compilation_id).count()
 

@@ -1,0 +1,21 @@
+"""Shared pytest setup. Django settings for tests/explorer, isolated from a running dev server:
+Redis DB 14 (override with PRISM_TEST_REDIS_URL), its own channel prefix and a throw-away var dir.
+Harmless for tests that do not use Django."""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "explorer.settings")
+os.environ["REDIS_URL"] = os.environ.get("PRISM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+os.environ["PRISM_CHANNEL_PREFIX"] = f"prism-test-{os.getpid()}"
+os.environ["PRISM_COMPILE_QUEUE"] = f"prism.test.{os.getpid()}"
+os.environ.pop("DATABASE_URL", None)  # in-process tests use pytest-django's own test database
+_var = tempfile.mkdtemp(prefix="prism-test-var-")
+os.environ["PRISM_VAR_DIR"] = _var
+atexit.register(shutil.rmtree, _var, True)
+
+import django  # noqa: E402
+
+django.setup()  # pytest-django only finishes the setup of an already imported, configured Django

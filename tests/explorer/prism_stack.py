@@ -1,0 +1,190 @@
+"""A real Prism stack for integration tests: a daphne web server and Celery worker processes, as
+subprocesses, against the real Redis and a SQLite file database that all of them share.
+
+Isolation from a dev server: Redis DB 15 (PRISM_TEST_STACK_REDIS_URL overrides), a channel prefix
+and a Celery queue unique to this run, a temporary var dir. Every process runs in its own process
+group, so that killing a worker kills its pool processes too, and `close()` leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from websockets.sync.client import connect
+
+REPO = Path(__file__).resolve().parents[2]
+TERMINAL = ("compile.finished", "compile.failed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """Start with `Stack(tmp_dir)`, then `start_web()` and `start_worker(name)`; `close()` at the end."""
+
+    def __init__(self, tmp: Path, **env: str) -> None:
+        self.tmp = tmp
+        run = uuid.uuid4().hex[:8]
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "explorer.settings",
+            "DATABASE_URL": f"sqlite:///{tmp / 'prism.sqlite3'}",
+            "REDIS_URL": os.environ.get("PRISM_TEST_STACK_REDIS_URL", "redis://127.0.0.1:6379/15"),
+            "PRISM_CHANNEL_PREFIX": f"prism-stack-{run}",
+            "PRISM_COMPILE_QUEUE": f"prism.stack.{run}",
+            "PRISM_VAR_DIR": str(tmp / "var"),
+            "PRISM_HEARTBEAT_S": "1",
+            "PRISM_STALE_AFTER_S": "8",
+            "PRISM_REAP_INTERVAL_S": "2",
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        self.env.pop("PRISM_TEST_REDIS_URL", None)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.url = ""
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=REPO, env=self.env, check=True, timeout=120,
+        )
+
+    # processes ---------------------------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start_web(self) -> str:
+        port = free_port()
+        self._spawn("web", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                            "explorer.asgi:application"])
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/schema", timeout=5).status_code == 200:
+                    return self.url
+            except httpx.HTTPError:
+                pass
+            if self.procs["web"].poll() is not None:
+                break
+            time.sleep(0.3)
+        raise RuntimeError(f"web server did not start:\n{self.log('web')[-3000:]}")
+
+    def start_worker(self, name: str, concurrency: int = 1) -> subprocess.Popen:
+        """A Celery prefork worker serving this stack's queue; returns once it is ready."""
+        proc = self._spawn(name, [
+            sys.executable, "-m", "celery", "-A", "explorer", "worker", "-l", "info", "-P", "prefork",
+            "-c", str(concurrency), "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
+            "-Q", self.env["PRISM_COMPILE_QUEUE"], "--without-gossip", "--without-mingle",
+            "--without-heartbeat",
+        ])
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if " ready." in self.log(name):
+                return proc
+            if proc.poll() is not None:
+                break
+            time.sleep(0.3)
+        raise RuntimeError(f"worker {name} did not start:\n{self.log(name)[-3000:]}")
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
+        """Signal a process group and wait for it; SIGKILL if it outlives `timeout`."""
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=timeout)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+        try:  # pool processes may outlive a killed parent for a moment
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        for name in list(self.procs):
+            self.stop(name, timeout=20)
+
+    # client helpers ------------------------------------------------------------------------------
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+    def upload(self, path: Path) -> dict:
+        with self.http() as c, path.open("rb") as f:
+            r = c.post("/api/models", files={"model": (path.name, f, "application/octet-stream")})
+        assert r.status_code in (200, 201), r.text
+        return r.json()
+
+    def compile(self, model_id: str, **fields) -> dict:
+        with self.http() as c:
+            r = c.post("/api/compilations", json={"model": model_id, **fields})
+        assert r.status_code in (200, 201), r.text
+        return r.json()
+
+    def get(self, compilation_id: str) -> dict:
+        with self.http() as c:
+            r = c.get(f"/api/compilations/{compilation_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def wait_for(self, compilation_id: str, predicate, timeout: float = 300, what: str = "") -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            comp = self.get(compilation_id)
+            if predicate(comp):
+                return comp
+            if time.monotonic() > deadline:
+                raise AssertionError(f"compilation {compilation_id} never got {what}: {comp}")
+            time.sleep(0.25)
+
+    def wait_finished(self, compilation_id: str, timeout: float = 300) -> dict:
+        return self.wait_for(compilation_id, lambda c: c["status"] in ("succeeded", "failed"),
+                             timeout, "a final status")
+
+    def ws_events(self, compilation_id: str, after: int = -1, stop_after: int | None = None,
+                  timeout: float = 300) -> list[dict]:
+        """Events over the WebSocket until the server closes it (after the terminal event) or,
+        with `stop_after`, until that seq arrived (then the client disconnects)."""
+        ws_url = self.url.replace("http://", "ws://") + f"/ws/compilations/{compilation_id}/?after={after}"
+        events: list[dict] = []
+        deadline = time.monotonic() + timeout
+        with connect(ws_url, max_size=None, open_timeout=30) as ws:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out; got seqs {[e['seq'] for e in events]}")
+                try:
+                    msg = ws.recv(timeout=left)
+                except TimeoutError:
+                    continue
+                except Exception:  # the server closed the socket (after the terminal event)
+                    return events
+                events.append(json.loads(msg))
+                if stop_after is not None and events[-1]["seq"] >= stop_after:
+                    return events

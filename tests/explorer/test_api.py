@@ -1,0 +1,92 @@
+"""HTTP API and pages, in process (Django's test client, the test database)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from explorer.asgi import application
+
+
+@pytest.mark.django_db
+def test_upload_over_the_limit_is_413(client, settings):
+    settings.PRISM_MAX_UPLOAD_BYTES = 1000
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    r = client.post("/api/models", {"model": SimpleUploadedFile("big.onnx", b"\0" * 5000)})
+    assert r.status_code == 413
+    assert "limit is 1000 bytes" in r.json()["error"]
+
+
+def test_asgi_rejects_an_oversized_body_before_reading_it(settings):
+    settings.PRISM_MAX_UPLOAD_BYTES = 1000
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.post("/api/models", content=b"\0" * 200_000)
+
+    r = asyncio.run(post())
+    assert r.status_code == 413 and "too large (200000 bytes)" in r.json()["error"]
+
+
+@pytest.mark.django_db
+def test_upload_needs_the_model_field(client):
+    r = client.post("/api/models", {"file": "x"})
+    assert r.status_code == 400 and "'model'" in r.json()["error"]
+
+
+@pytest.mark.django_db
+def test_compilation_request_errors_name_the_problem(client):
+    r = client.post("/api/compilations", {"model": "ab" * 32}, content_type="application/json")
+    assert r.status_code == 400 and "unknown model" in r.json()["error"]
+    r = client.post("/api/compilations", {"model": "nope"}, content_type="application/json")
+    assert r.status_code == 400 and r.json()["error"].startswith("model:")
+
+
+@pytest.mark.django_db
+def test_unknown_ids_are_404(client):
+    assert client.get("/api/compilations/zzzzzzzz").status_code == 404
+    assert client.get("/api/compilations/zzzzzzzz/events").status_code == 404
+    assert client.get("/api/models/" + "cd" * 32).status_code == 404
+
+
+@pytest.mark.django_db
+def test_events_page(client, make_compilation):
+    from explorer.compilations.services.events import record_event
+
+    comp = make_compilation(status="running", attempts=1)
+    for seq, etype in enumerate(["compile.started", "pass.started", "compile.finished"]):
+        record_event(comp.id, {"seq": seq, "type": etype, "ts": 1.0}, attempt=1)
+    body = client.get(f"/api/compilations/{comp.id}/events?after=0").json()
+    assert [e["seq"] for e in body["events"]] == [1, 2] and body["complete"] and body["status"] == "succeeded"
+    body = client.get(f"/api/compilations/{comp.id}/events?after=0&limit=1").json()
+    assert [e["seq"] for e in body["events"]] == [1] and not body["complete"]
+    assert client.get(f"/api/compilations/{comp.id}/events?after=x").status_code == 400
+    detail = client.get(f"/api/compilations/{comp.id}").json()
+    assert detail["event_count"] == 3 and detail["url"] == f"/c/{comp.id}"
+
+
+@pytest.mark.django_db
+def test_openapi_schema(client):
+    r = client.get("/api/schema", HTTP_ACCEPT="application/json")
+    assert r.status_code == 200
+    paths = json.loads(r.content)["paths"]
+    for p in ("/api/models", "/api/compilations", "/api/compilations/{compilation_id}/events",
+              "/api/targets", "/api/passes", "/api/pipelines", "/api/samples"):
+        assert p in paths
+
+
+@pytest.mark.parametrize("url", ["/", "/c/k3x9q2ab", "/c/k3x9q2ab/pass/3", "/c/k3x9q2ab/kernel/k_conv0",
+                                 "/c/k3x9q2ab/graph", "/compare/k3x9q2ab...a2b3c4d5"])
+def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_path, url):
+    settings.FRONTEND_DIST = tmp_path / "missing"
+    r = client.get(url)
+    assert r.status_code == 200 and b"npm run build" in r.content
+    (tmp_path / "index.html").write_text("<!doctype html><div id=app></div>")
+    settings.FRONTEND_DIST = tmp_path
+    r = client.get(url)
+    assert r.status_code == 200 and r.content == b"<!doctype html><div id=app></div>"

@@ -1,0 +1,148 @@
+"""End to end with the real parts: daphne, Celery prefork workers, Redis, channels_redis, SQLite
+file DB, and the real compiler on light_squeezenet (from the onnx wheel)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import onnx
+import pytest
+from prism_stack import TERMINAL, Stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    s = Stack(tmp_path_factory.mktemp("stack"))
+    try:
+        s.start_web()
+        s.start_worker("w1")
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def model(stack) -> dict:
+    return stack.upload(SQUEEZENET)
+
+
+def assert_complete_stream(events: list[dict], first: int = 0) -> None:
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(first, first + len(events))), f"gaps or repeats: {seqs}"
+    assert events[-1]["type"] in TERMINAL
+    assert sum(e["type"] in TERMINAL for e in events) == 1
+
+
+def test_upload_is_content_addressed(stack, model):
+    assert model["sha256"] and model["opset"] > 0 and model["inputs"]
+    again = stack.upload(SQUEEZENET)
+    assert again["id"] == model["id"]
+
+
+def test_websocket_streams_every_event_in_order(stack, model):
+    comp = stack.compile(model["id"], target="host", pipeline="O2", cache=False)
+    assert re.fullmatch(r"[a-z2-9]{8}", comp["id"]) and comp["url"] == f"/c/{comp['id']}"
+    events = stack.ws_events(comp["id"])
+    assert_complete_stream(events)
+    assert events[0]["type"] == "compile.started"
+    assert events[-1]["type"] == "compile.finished", events[-1]
+    assert stack.wait_finished(comp["id"])["status"] == "succeeded"
+    with stack.http() as c:
+        stored = c.get(f"/api/compilations/{comp['id']}/events").json()
+    assert stored["complete"] and stored["events"] == events
+    print(f"\n{len(events)} events; types: {sorted({e['type'] for e in events})}")
+
+
+def test_reconnect_after_k_gets_exactly_the_rest(stack, model):
+    comp = stack.compile(model["id"], pipeline="O2", cache=False)
+    k = 2
+    first = stack.ws_events(comp["id"], stop_after=k)
+    assert [e["seq"] for e in first] == list(range(k + 1))
+    rest = stack.ws_events(comp["id"], after=k)
+    assert_complete_stream(rest, first=k + 1)
+    n = rest[-1]["seq"]
+    assert stack.ws_events(comp["id"], after=n) == []  # nothing left: closed at once
+
+
+def test_cache_hit_returns_the_finished_compilation_at_once(stack, model):
+    comp = stack.compile(model["id"], pipeline="O1")
+    final = stack.wait_finished(comp["id"])
+    assert final["status"] == "succeeded", final["error"]
+    started = time.monotonic()
+    hit = stack.compile(model["id"], pipeline="O1")
+    assert time.monotonic() - started < 5
+    assert hit["cached"] is True and hit["id"] == comp["id"] and hit["status"] == "succeeded"
+    miss = stack.compile(model["id"], pipeline="O1", cache=False)
+    assert miss["cached"] is False and miss["id"] != comp["id"]
+    stack.wait_finished(miss["id"])
+
+
+def test_bad_requests_are_400_naming_the_problem(stack, model):
+    with stack.http() as c:
+        r = c.post("/api/models", files={"model": ("notes.onnx", b"this is not a protobuf", "text/plain")})
+        assert r.status_code == 400 and "onnx" in r.json()["error"].lower()
+        r = c.post("/api/compilations", json={"model": model["id"], "pipeline": "no-such-pass"})
+        assert r.status_code == 400 and "no-such-pass" in r.json()["error"]
+        r = c.post("/api/compilations", json={"model": model["id"], "target": "z80"})
+        assert r.status_code == 400 and "z80" in r.json()["error"]
+
+
+def _kill_mid_run(stack, model, kill) -> dict:
+    comp = stack.compile(model["id"], pipeline="O2", cache=False)
+    running = stack.wait_for(comp["id"], lambda c: c["status"] != "queued" and c["event_count"] >= 1,
+                             timeout=120, what="a first event")
+    assert running["status"] == "running", "compilation finished before it could be killed"
+    kill(running)
+    final = stack.wait_finished(comp["id"], timeout=120)
+    assert final["status"] == "failed"
+    assert final["error"]["reason"] == "worker_lost", final["error"]
+    events = stack.ws_events(comp["id"])
+    assert_complete_stream(events)
+    assert events[-1]["type"] == "compile.failed" and events[-1]["reason"] == "worker_lost"
+    return final
+
+
+def test_killed_pool_process_does_not_stay_running(stack, model):
+    def kill(comp):
+        os.kill(int(comp["worker"].rsplit(" pid ", 1)[1]), signal.SIGKILL)
+
+    final = _kill_mid_run(stack, model, kill)
+    print(f"\nfailed with: {final['error']['message']}")
+
+
+def test_killed_worker_does_not_stay_running(stack, model):
+    def kill(comp):
+        stack.stop("w1", sig=signal.SIGKILL)  # the whole worker: main process and pool
+        stack.start_worker("w1")  # a new worker reaps what the dead one left
+
+    final = _kill_mid_run(stack, model, kill)
+    print(f"\nfailed with: {final['error']['message']}")
+
+
+def test_twenty_compilations_at_once_with_two_workers(stack, model):
+    stack.start_worker("w2")
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(20) as pool:
+            comps = list(pool.map(lambda _: stack.compile(model["id"], pipeline="O2", cache=False), range(20)))
+        ids = {c["id"] for c in comps}
+        assert len(ids) == 20
+        finals = [stack.wait_finished(i, timeout=800) for i in ids]
+        took = time.monotonic() - started
+        assert [f["status"] for f in finals] == ["succeeded"] * 20, [f["error"] for f in finals]
+        for i in ids:
+            with stack.http() as c:
+                assert_complete_stream(c.get(f"/api/compilations/{i}/events").json()["events"])
+        workers = {f["worker"] for f in finals}
+        print(f"\n20 compilations on 2 worker processes ({len(workers)} used) took {took:.1f} s")
+    finally:
+        stack.stop("w2")
