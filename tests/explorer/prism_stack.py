@@ -82,7 +82,7 @@ class Stack:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/api/schema", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}/api/health", timeout=5).status_code == 200:
                     return self.url
             except httpx.HTTPError:
                 pass

@@ -16,6 +16,7 @@ from prism_stack import TERMINAL, Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
+PIPELINE = os.environ.get("PRISM_TEST_PIPELINE", "O2")
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
 
 
@@ -49,7 +50,7 @@ def test_upload_is_content_addressed(stack, model):
 
 
 def test_websocket_streams_every_event_in_order(stack, model):
-    comp = stack.compile(model["id"], target="host", pipeline="O2", cache=False)
+    comp = stack.compile(model["id"], target="host", pipeline=PIPELINE, cache=False)
     assert re.fullmatch(r"[a-z2-9]{8}", comp["id"]) and comp["url"] == f"/c/{comp['id']}"
     events = stack.ws_events(comp["id"])
     assert_complete_stream(events)
@@ -63,7 +64,7 @@ def test_websocket_streams_every_event_in_order(stack, model):
 
 
 def test_reconnect_after_k_gets_exactly_the_rest(stack, model):
-    comp = stack.compile(model["id"], pipeline="O2", cache=False)
+    comp = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
     k = 2
     first = stack.ws_events(comp["id"], stop_after=k)
     assert [e["seq"] for e in first] == list(range(k + 1))
@@ -74,14 +75,16 @@ def test_reconnect_after_k_gets_exactly_the_rest(stack, model):
 
 
 def test_cache_hit_returns_the_finished_compilation_at_once(stack, model):
-    comp = stack.compile(model["id"], pipeline="O1")
+    request = dict(pipeline=PIPELINE, options={"benchmark": False})  # a key no other test uses
+    comp = stack.compile(model["id"], **request)
+    assert comp["cached"] is False
     final = stack.wait_finished(comp["id"])
     assert final["status"] == "succeeded", final["error"]
     started = time.monotonic()
-    hit = stack.compile(model["id"], pipeline="O1")
+    hit = stack.compile(model["id"], **request)
     assert time.monotonic() - started < 5
     assert hit["cached"] is True and hit["id"] == comp["id"] and hit["status"] == "succeeded"
-    miss = stack.compile(model["id"], pipeline="O1", cache=False)
+    miss = stack.compile(model["id"], **request, cache=False)
     assert miss["cached"] is False and miss["id"] != comp["id"]
     stack.wait_finished(miss["id"])
 
@@ -97,7 +100,7 @@ def test_bad_requests_are_400_naming_the_problem(stack, model):
 
 
 def _kill_mid_run(stack, model, kill) -> dict:
-    comp = stack.compile(model["id"], pipeline="O2", cache=False)
+    comp = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
     running = stack.wait_for(comp["id"], lambda c: c["status"] != "queued" and c["event_count"] >= 1,
                              timeout=120, what="a first event")
     assert running["status"] == "running", "compilation finished before it could be killed"
@@ -133,7 +136,7 @@ def test_twenty_compilations_at_once_with_two_workers(stack, model):
     try:
         started = time.monotonic()
         with ThreadPoolExecutor(20) as pool:
-            comps = list(pool.map(lambda _: stack.compile(model["id"], pipeline="O2", cache=False), range(20)))
+            comps = list(pool.map(lambda _: stack.compile(model["id"], pipeline=PIPELINE, cache=False), range(20)))
         ids = {c["id"] for c in comps}
         assert len(ids) == 20
         finals = [stack.wait_finished(i, timeout=800) for i in ids]

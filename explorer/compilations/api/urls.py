@@ -14,5 +14,6 @@ urlpatterns = [
     path("pipelines", views.CatalogView.as_view(kind="pipelines")),
     path("samples", views.SampleListView.as_view()),
     path("samples/<str:name>/model", views.SampleModelView.as_view()),
+    path("health", views.HealthView.as_view()),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
 ]

@@ -137,3 +137,9 @@ class SampleModelView(APIView):
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
         return Response(selectors.model_dict(model), status=201 if created else 200)
+
+
+class HealthView(APIView):
+    def get(self, request: Request) -> Response:
+        """200 `{"status": "ok"}` once the web server answers (used by `make run`)."""
+        return Response({"status": "ok"})

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up and run Prism: virtualenv, packages, browser app, migrations, Redis, one Celery worker and
+# the daphne web server. Environment: PORT (8000), HOST (127.0.0.1), REDIS_URL, DATABASE_URL,
+# PRISM_WORKER_CONCURRENCY (1). Logs go to var/log/. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+PORT="${PORT:-8000}"
+HOST="${HOST:-127.0.0.1}"
+ensure_venv requirements.txt
+build_frontend
+say "migrating the database"
+"$PY" manage.py migrate --noinput -v 0
+ensure_redis
+
+mkdir -p var/log
+: > var/log/worker.log
+: > var/log/web.log
+WORKER_PID=""; WEB_PID=""
+cleanup() {
+  trap - EXIT INT TERM
+  [ -n "$WEB_PID" ] && kill "$WEB_PID" 2>/dev/null || true
+  [ -n "$WORKER_PID" ] && kill "$WORKER_PID" 2>/dev/null || true
+  [ -n "$WORKER_PID" ] && wait "$WORKER_PID" 2>/dev/null || true
+  [ -n "$WEB_PID" ] && wait "$WEB_PID" 2>/dev/null || true
+  stop_redis
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+say "starting a Celery worker (logs: var/log/worker.log)"
+"$VENV/bin/celery" -A explorer worker -l info -P prefork -c "${PRISM_WORKER_CONCURRENCY:-1}" \
+  -Q "${PRISM_COMPILE_QUEUE:-prism.compile}" -n "prism@%h" >>var/log/worker.log 2>&1 &
+WORKER_PID=$!
+say "starting the web server (logs: var/log/web.log)"
+"$VENV/bin/daphne" -b "$HOST" -p "$PORT" explorer.asgi:application >>var/log/web.log 2>&1 &
+WEB_PID=$!
+
+for _ in $(seq 240); do
+  kill -0 "$WEB_PID" 2>/dev/null || { tail -20 var/log/web.log; die "the web server exited"; }
+  kill -0 "$WORKER_PID" 2>/dev/null || { tail -20 var/log/worker.log; die "the worker exited"; }
+  if grep -q " ready\." var/log/worker.log && "$PY" - "http://127.0.0.1:$PORT/api/health" <<'PYEOF' 2>/dev/null
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=2)
+PYEOF
+  then
+    echo "Prism is running at http://127.0.0.1:$PORT"
+    break
+  fi
+  sleep 0.5
+done
+grep -q " ready\." var/log/worker.log || die "Prism did not come up in 2 minutes; see var/log/"
+wait -n "$WEB_PID" "$WORKER_PID" || true
+die "a Prism process exited; see var/log/web.log and var/log/worker.log"
