@@ -45,13 +45,14 @@ def _hint(graph: Graph, input_shapes: InputShapes | None) -> str:
         shape = v.type.shape if v.type is not None else None
         if shape is None:
             parts.append(f"{v.name}: rank unknown")
-            example = ["1"]
+            example = ["<dims>"]
         else:
             syms = [f"dim {i} ({d})" for i, d in enumerate(shape) if not isinstance(d, int)]
             if not syms or (input_shapes and v.name in input_shapes):
                 continue
             parts.append(f"{v.name}: [{', '.join(str(d) for d in shape)}] with unbound " + ", ".join(syms))
-            example = [str(d) if isinstance(d, int) else "1" for d in shape]
+            example = [str(d) if isinstance(d, int) else f"<{d if d != '?' else f'dim{i}'}>"
+                       for i, d in enumerate(shape)]
         examples_cli.append(f"--input-shape {v.name}={','.join(example)}")
         examples_py.append(f'"{v.name}": [{", ".join(example)}]')
     return ("; ".join(parts) + f". Bind them with {' '.join(examples_cli)} or input_shapes={{{', '.join(examples_py)}}}")

@@ -36,8 +36,8 @@ def infer_clip(ctx: InferContext) -> list[TensorType]:
 @op("Dropout", kind="elementwise")
 def infer_dropout(ctx: InferContext) -> list[TensorType]:
     t = ctx.type(0)
-    return [t, t.with_shape(t.shape) if ctx.opset < 10 and t.elem_type == TensorProto.BOOL
-            else TensorType(TensorProto.BOOL, t.shape)]
+    # the optional mask output is of the input's type before opset 10, bool from opset 10
+    return [t, t if ctx.opset < 10 else TensorType(TensorProto.BOOL, t.shape)]
 
 
 @op("IsNaN", "IsInf", kind="elementwise")

@@ -1,0 +1,7 @@
+"""``python -m compiler``: see :mod:`compiler.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

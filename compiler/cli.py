@@ -1,0 +1,171 @@
+"""Command line: ``python -m compiler compile MODEL --target host --pipeline O2 --input-shape
+NAME=1,3,224,224 --print-after-all --emit-dir DIR --json --check-passes [--verify] [--benchmark]``.
+
+MODEL is an ONNX file or a sample name (``python -m compiler.samples list``). A CompileError is
+printed as one line on stderr and the exit status is 2; never a traceback. ``--json`` prints the
+report of DESIGN.md "Command line" (``CompileResult.to_dict()``). ``--emit-dir`` writes per-pass IR
+(``NN-<pass>.ir``), per-kernel loop IR / LLVM IR / assembly where the back end emitted them, and
+``report.json``. Other commands: ``inspect MODEL``, ``passes``, ``pipelines``, ``targets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import CompileError
+
+
+def _mib(n: Any) -> str:
+    return f"{n / 2**20:.2f} MiB" if isinstance(n, int | float) else "?"
+
+
+def _memory_lines(mem: dict[str, Any]) -> list[str]:
+    arena, none, low = mem.get("arena_bytes"), mem.get("no_sharing_bytes"), mem.get("lower_bound_bytes")
+    lines = [f"memory: arena {arena} bytes ({_mib(arena)}), no sharing {none} bytes ({_mib(none)}), "
+             f"max-live lower bound {low} bytes ({_mib(low)})"]
+    if isinstance(arena, int | float) and arena > 0 and isinstance(none, int | float) and isinstance(low, int | float):
+        lines.append(f"memory: no-sharing / arena = {none / arena:.2f}x, arena / lower bound = "
+                     f"{arena / low if low else float('inf'):.3f}x")
+    return lines
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:120] or "_"
+
+
+def _emit_files(emit_dir: Path, report: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    emit_dir.mkdir(parents=True, exist_ok=True)
+    for p in report["passes"]:
+        (emit_dir / f"{p['index']:02d}-{_safe(p['name'])}.ir").write_text(p["ir"] + "\n")
+    for e in events:
+        k = _safe(str(e.get("kernel", "")))
+        if e["type"] == "kernel.lowered" and e.get("loop_ir"):
+            (emit_dir / f"{k}.loop").write_text(str(e["loop_ir"]) + "\n")
+        if e["type"] == "kernel.compiled":
+            for key, suffix in (("llvm_ir", ".ll"), ("llvm_ir_optimized", ".opt.ll"), ("asm", ".s")):
+                if e.get(key):
+                    (emit_dir / f"{k}{suffix}").write_text(str(e[key]))
+    from .api import _json_default
+
+    (emit_dir / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
+
+
+def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
+    t = e["type"]
+    if t == "compile.started":
+        m = e["model"]
+        print(f"compiling {m['name']} (opset {m['opset']}, sha256 {m['sha256'][:12]}) for {e['target']}")
+        print(f"pipeline: {e['pipeline'] or '(empty)'}")
+    elif t == "pass.finished":
+        s = e["stats"]
+        print(f"[{e['index']:2d}] {e['name']:<34} {e['duration_ms']:9.1f} ms  "
+              f"{'changed' if e['changed'] else 'unchanged':<9}  nodes {s.get('nodes')}, groups {s.get('groups')}, "
+              f"constants {_mib(s.get('constant_bytes'))}, remarks {len(e['remarks'])}")
+        if args.print_after_all:
+            print(f"// ----- IR Dump After {e['name']} (pass {e['index']}) -----")
+            print(e["ir"])
+    elif t == "memory.planned":
+        for line in _memory_lines(e):
+            print(line)
+    elif t == "model.timed":
+        print(f"model: prism {e.get('prism_ms')} ms, onnxruntime {e.get('onnxruntime_ms')} ms, "
+              f"ratio {e.get('ratio')}")
+    elif t == "model.verified":
+        print(f"verification: {'passed' if e.get('passed') else 'FAILED'} (max abs error {e.get('max_abs_error')}, "
+              f"max rel error {e.get('max_rel_error')})")
+    elif t == "compile.finished":
+        stages = ", ".join(f"{k} {v:.0f} ms" for k, v in e["stage_ms"].items())
+        print(f"compiled in {e['duration_ms']:.0f} ms ({stages})")
+
+
+def _resolve_model(model: str, shapes: dict[str, list[int]]) -> tuple[str, dict[str, list[int]] | None]:
+    from . import samples
+
+    if not Path(model).exists() and model in samples.SAMPLES:
+        path = samples.fetch(model)
+        sample_shapes = samples.SAMPLES[model].input_shapes
+        merged = {**{k: v for k, v in sample_shapes.items() if k not in ("data_0",)}, **shapes}
+        return str(path), (merged or None)
+    return model, (shapes or None)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .api import compile as compile_model
+    from .frontend import parse_input_shape
+
+    shapes: dict[str, list[int]] = {}
+    for text in args.input_shape or []:
+        name, dims = parse_input_shape(text)
+        shapes[name] = dims
+    model, input_shapes = _resolve_model(args.model, shapes)
+    on_event = None if args.json else (lambda e: _print_event(e, args))
+    result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
+                           on_event=on_event, verify=args.verify, benchmark=args.benchmark,
+                           check_passes=args.check_passes)
+    report = result.to_dict()
+    if args.emit_dir:
+        _emit_files(Path(args.emit_dir), report, result.events)
+    if args.json:
+        print(result.to_json(indent=1))
+    elif args.check_passes and result.ok:
+        print("check-passes: every pass matches ONNX Runtime on the original model (rtol 1e-4, atol 1e-5)")
+    if not result.ok:
+        err = result.error or {}
+        where = "".join(f" [{k} {err[k]}]" for k in ("pass", "node", "kernel") if err.get(k))
+        print(f"error: {err.get('stage')}: {err.get('message')}{where}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .api import inspect_model
+
+    model, _ = _resolve_model(args.model, {})
+    print(json.dumps(inspect_model(model), indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m compiler", description="Prism's ML compiler")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile", help="compile an ONNX model")
+    c.add_argument("model", help="an .onnx file or a sample name")
+    c.add_argument("--target", default="host")
+    c.add_argument("--pipeline", default="O2", help="preset O0..O3 or pass text, e.g. fold-constants,fuse-ops")
+    c.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...", help="bind an input's shape")
+    c.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
+    c.add_argument("--emit-dir", metavar="DIR", help="write per-pass IR and per-kernel code here")
+    c.add_argument("--json", action="store_true", help="print the JSON report")
+    c.add_argument("--check-passes", action="store_true",
+                   help="after every pass run the exported model in ONNX Runtime and compare")
+    c.add_argument("--verify", action="store_true", help="verify outputs against ONNX Runtime (back end)")
+    c.add_argument("--benchmark", action="store_true", help="time kernels and the model (back end)")
+    c.set_defaults(func=cmd_compile)
+    i = sub.add_parser("inspect", help="describe a model's inputs and outputs")
+    i.add_argument("model")
+    i.set_defaults(func=cmd_inspect)
+    for name, fn in (("passes", "list_passes"), ("pipelines", "list_pipelines"), ("targets", "list_targets")):
+        p = sub.add_parser(name, help=f"list {name}")
+        p.set_defaults(func=lambda a, fn=fn: (print(json.dumps(getattr(__import__("compiler.api").api, fn)(),
+                                                                 indent=1, default=str)), 0)[1])
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CompileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback for the user
+        print(f"error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 2

@@ -1,0 +1,219 @@
+"""Sample models: the real input of the model set (DESIGN.md "Real input").
+
+- the nine ``light_*`` models shipped in the ``onnx`` wheel (``onnx/backend/test/data/light/``);
+- ``yolov8n``: ``nudenet/320n.onnx`` from the ``nudenet`` wheel (input ``images=1,3,320,320``);
+- ``ppocr_v4_det``: ``rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx`` from the
+  ``rapidocr-onnxruntime`` wheel (``x=1,3,320,320``);
+- ``silero_vad``: ``silero_vad/data/silero_vad_16k_op15.onnx`` from the ``silero-vad`` wheel
+  (``input=1,512``, ``state=2,1,128``, ``sr`` scalar).
+
+Wheel models are fetched with ``pip download --no-deps`` (pinned versions) and the ``.onnx`` file is
+unpacked into ``$PRISM_MODEL_CACHE`` (default ``~/.cache/prism/models``) and reused; they are never
+committed. ``python -m compiler.samples fetch --all`` fetches everything.
+``randomized(model, seed)`` gives the ``light_*`` graphs with seeded random weights for numerics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import CompileError
+
+LIGHT = ("light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
+         "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A sample model: where it comes from and the input shapes to compile it with."""
+
+    name: str
+    description: str
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    package: str | None = None  # pip requirement of the wheel, None for the onnx wheel's light models
+    member: str = ""  # path of the .onnx file inside the wheel
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_shapes": self.input_shapes,
+                "source": self.package or f"onnx wheel: onnx/backend/test/data/light/{self.name}.onnx",
+                "cached": is_available(self.name)}
+
+
+SAMPLES: dict[str, Sample] = {
+    **{n: Sample(n, f"{n[6:]} from the onnx wheel (weights all 0.02; see randomized())",
+                 {"data_0": [1, 3, 224, 224]}) for n in LIGHT},
+    "yolov8n": Sample("yolov8n", "YOLOv8n detector (nudenet 320n)", {"images": [1, 3, 320, 320]},
+                      "nudenet==3.4.2", "nudenet/320n.onnx"),
+    "ppocr_v4_det": Sample("ppocr_v4_det", "PP-OCRv4 text detector (rapidocr)", {"x": [1, 3, 320, 320]},
+                           "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
+    "silero_vad": Sample("silero_vad", "Silero VAD 16 kHz, opset 15 (If, dynamic shapes)",
+                         {"input": [1, 512], "state": [2, 1, 128], "sr": []},
+                         "silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx"),
+}
+
+
+def cache_dir() -> Path:
+    """``$PRISM_MODEL_CACHE`` or ``~/.cache/prism/models``."""
+    return Path(os.environ.get("PRISM_MODEL_CACHE") or Path.home() / ".cache" / "prism" / "models")
+
+
+def _light_path(name: str) -> Path:
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"{name}.onnx"
+
+
+def _cached_path(name: str) -> Path:
+    return cache_dir() / f"{name}.onnx"
+
+
+def is_available(name: str) -> bool:
+    s = SAMPLES[name]
+    return _light_path(name).is_file() if s.package is None else _cached_path(name).is_file()
+
+
+def list_samples() -> list[dict[str, Any]]:
+    """Every sample: ``[{"name", "description", "input_shapes", "source", "cached"}]``."""
+    return [s.to_dict() for s in SAMPLES.values()]
+
+
+def get(name: str) -> Sample:
+    if name not in SAMPLES:
+        raise CompileError("request", f"unknown sample {name!r} (valid: {', '.join(SAMPLES)})")
+    return SAMPLES[name]
+
+
+def fetch(name: str) -> Path:
+    """The local path of sample ``name``, downloading and caching its wheel on first use.
+
+    Raises CompileError(stage="request") for an unknown name or a failed download.
+    """
+    s = get(name)
+    if s.package is None:
+        return _light_path(name)
+    dest = _cached_path(name)
+    if dest.is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--quiet", s.package,
+               "-d", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if proc.returncode != 0 or not wheels:
+            err = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise CompileError("request", f"cannot fetch sample {name!r} ({s.package}): {err}")
+        with zipfile.ZipFile(wheels[0]) as zf:
+            try:
+                data = zf.read(s.member)
+            except KeyError:
+                raise CompileError("request", f"wheel {wheels[0].name} has no {s.member}") from None
+        part = dest.with_suffix(".onnx.part")
+        part.write_bytes(data)
+        part.replace(dest)  # atomic: a concurrent reader sees the whole file or none
+    return dest
+
+
+def randomized(model: str | os.PathLike | onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """The same graph with the ``light_*`` models' ``ConstantOfShape`` weights (all 0.02) replaced by
+    seeded random initializers of the same shapes.
+
+    Magnitudes follow He initialization (std = sqrt(2 / fan_in)) for Conv/Gemm weights so that
+    activations stay finite through deep networks; biases and BatchNormalization bias/mean are
+    small (N(0, 0.01)); BatchNormalization scale is uniform in [0.5, 1.5] and variance uniform in
+    [0.5, 1.5] (positive). ``model`` is a sample name, a path or a ModelProto; returns a new model.
+    """
+    if isinstance(model, onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+    elif isinstance(model, str) and model in SAMPLES:
+        m = onnx.load(str(fetch(model)))
+    else:
+        m = onnx.load(str(model))
+    rng = np.random.default_rng(seed)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    role: dict[str, str] = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and i == 1:
+                role[name] = "weight"
+            elif n.op_type == "BatchNormalization" and i in (1, 4):
+                role[name] = "positive"
+            else:
+                role.setdefault(name, "small")
+    keep, new_inits = [], []
+    for n in g.node:
+        if n.op_type == "ConstantOfShape" and n.input and n.input[0] in inits:
+            shape = [int(d) for d in numpy_helper.to_array(inits[n.input[0]]).reshape(-1)]
+            out = n.output[0]
+            kind = role.get(out, "small")
+            if kind == "weight":
+                fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+                arr = rng.normal(0.0, np.sqrt(2.0 / max(fan_in, 1)), size=shape)
+            elif kind == "positive":
+                arr = rng.uniform(0.5, 1.5, size=shape)
+            else:
+                arr = rng.normal(0.0, 0.01, size=shape)
+            new_inits.append(numpy_helper.from_array(arr.astype(np.float32), out))
+            continue
+        keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    used = {i for n in keep for i in n.input}
+    # drop the now unused shape initializers (and their IR-v3 input entries)
+    dead = {t.name for t in g.initializer if t.name not in used and t.name.endswith("__SHAPE")}
+    remaining = [t for t in g.initializer if t.name not in dead]
+    del g.initializer[:]
+    g.initializer.extend(remaining + new_inits)
+    inputs = [vi for vi in g.input if vi.name not in dead]
+    new_names = {t.name for t in new_inits}
+    existing = {vi.name for vi in inputs}
+    if m.ir_version < 4:  # IR v3: every initializer is also listed among the inputs
+        for t in new_inits:
+            if t.name not in existing:
+                inputs.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    else:
+        inputs = [vi for vi in inputs if vi.name not in new_names]
+    del g.input[:]
+    g.input.extend(inputs)
+    return m
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m compiler.samples", description="List and fetch sample models")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list the samples")
+    f = sub.add_parser("fetch", help="download and cache sample models")
+    f.add_argument("names", nargs="*")
+    f.add_argument("--all", action="store_true")
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
+        for s in list_samples():
+            shapes = " ".join(f"{k}={','.join(map(str, v))}" for k, v in s["input_shapes"].items())
+            print(f"{s['name']:<20} {'cached' if s['cached'] else '-':<7} {shapes}  {s['description']}")
+        return 0
+    names = list(SAMPLES) if args.all else args.names
+    if not names:
+        ap.error("give sample names or --all")
+    try:
+        for n in names:
+            print(f"{n}: {fetch(n)}")
+    except CompileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
