@@ -1,0 +1,347 @@
+"""Loop IR -> LLVM IR (``llvmlite.ir``), with explicit vectorization and unrolling.
+
+One :class:`~compiler.loops.ir.PrimFunc` becomes ``void @sym(ptr %p0, ptr %p1, ...)``; buffers are
+addressed with ``getelementptr`` on the element type only (no ``ptrtoint``/``inttoptr``: LLVM 22's
+unroller can miscompile that). Loop kinds: ``serial`` and ``parallel`` (run serially: one thread)
+become a counted loop with a phi; ``unrolled`` repeats the body with the variable bound to each
+constant; ``vectorized`` evaluates its whole body lane-wise: the loop variable is ``base + <0..L-1>``
+with L the loop extent, or chunks of the target's f32 width when the extent is a multiple of it.
+In a vectorized body a load whose flat offset is ``1 * var + invariant`` is one vector load,
+an invariant load is a scalar load and a broadcast, anything else a per-lane gather; stores alike.
+A local buffer allocated inside a vectorized loop holds vectors (an accumulator per lane).
+
+Floating point: IEEE semantics, no fast-math flags, except that ``a * b + c`` in float is emitted
+as ``llvm.fma`` (one rounding instead of two; ONNX does not fix the rounding of a product sum, and
+ONNX Runtime's MLAS kernels use FMA too). Reductions keep their sequential order per lane (no
+``reassoc``), so no reduction is reordered. ``tanh`` is computed as ``sign(x)(1-e)/(1+e)``,
+``e = exp(-2|x|)``, and ``erf`` with Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7). Integer
+``//`` and ``%`` are emitted as ``sdiv``/``srem``: the lowering only divides non-negative indices.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..loops.ir import (
+    Allocate,
+    Bin,
+    Buffer,
+    Call,
+    Cast,
+    Expr,
+    Float,
+    For,
+    If,
+    Int,
+    Load,
+    PrimFunc,
+    Select,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+    flat_index,
+    free_vars,
+    substitute,
+)
+from .intrinsics import Intrinsics
+
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+LTYPE = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i64": I64, "i32": ir.IntType(32),
+         "i8": ir.IntType(8), "u8": ir.IntType(8), "bool": ir.IntType(1)}
+MTYPE = dict(LTYPE, bool=ir.IntType(8))  # in memory a bool is a byte
+
+
+def _isf(dt: str) -> bool:
+    return dt in ("f32", "f64")
+
+
+def _linear(e: Expr, v: str) -> int | None:
+    """Coefficient c when ``e == c * v + (terms free of v)``, else None."""
+    if isinstance(e, Var):
+        return 1 if e.name == v else 0
+    if isinstance(e, Int):
+        return 0
+    if isinstance(e, Bin) and e.op in ("+", "-"):
+        a, b = _linear(e.a, v), _linear(e.b, v)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "+" else a - b
+    if isinstance(e, Bin) and e.op == "*":
+        a, b = _linear(e.a, v), _linear(e.b, v)
+        if a == 0 and isinstance(e.a, Int) and b is not None:
+            return e.a.value * b
+        if b == 0 and isinstance(e.b, Int) and a is not None:
+            return e.b.value * a
+        return 0 if a == 0 and b == 0 else None
+    return 0 if v not in free_vars(e) else None
+
+
+class _V:
+    """An SSA value with its lane count (1: scalar)."""
+
+    __slots__ = ("val", "lanes")
+
+    def __init__(self, val: ir.Value, lanes: int) -> None:
+        self.val, self.lanes = val, lanes
+
+
+class KernelCodegen:
+    """Emits one PrimFunc into ``module`` as function ``symbol``; ``width`` = f32 lanes per vector."""
+
+    def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int) -> None:
+        self.m, self.f, self.width = module, func, width
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(func.params)), symbol)
+        self.entry = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.fn.append_basic_block("body"))
+        self.ptr: dict[str, ir.Value] = {p.name: a for p, a in zip(func.params, self.fn.args, strict=True)}
+        self.vlocal: dict[str, int] = {}
+        self.env: dict[str, _V] = {}
+        self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
+        self.intr = Intrinsics(module)
+
+    def emit(self) -> ir.Function:
+        self._stmt(self.f.body)
+        self.b.ret_void()
+        ir.IRBuilder(self.entry).branch(self.fn.blocks[1])
+        return self.fn
+
+    # statements -------------------------------------------------------------------------------
+    def _stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self._stmt(x)
+        elif isinstance(s, For):
+            self._for(s)
+        elif isinstance(s, Store):
+            self._store(s)
+        elif isinstance(s, Allocate):
+            self._alloc(s.buf)
+            self._stmt(s.body)
+        elif isinstance(s, If):
+            c = self._ev(s.cond)
+            if c.lanes != 1:
+                raise CompileError("codegen", f"{self.f.name}: a lane-varying 'if' is not supported",
+                                   kernel=self.f.name)
+            with self.b.if_then(c.val):
+                self._stmt(s.then)
+        else:
+            raise TypeError(type(s))
+
+    def _alloc(self, buf: Buffer) -> None:
+        lanes = self.vec[1] if self.vec else 1
+        ety = MTYPE[buf.dtype] if lanes == 1 else ir.VectorType(MTYPE[buf.dtype], lanes)
+        eb = ir.IRBuilder(self.entry)
+        self.ptr[buf.name] = eb.alloca(ety, size=buf.numel, name=buf.name)
+        if lanes > 1:
+            self.vlocal[buf.name] = lanes
+
+    def _loop(self, extent: int, body, name: str) -> None:  # type: ignore[no-untyped-def]
+        pre = self.b.block
+        head = self.fn.append_basic_block(f"{name}.head")
+        loop = self.fn.append_basic_block(f"{name}.body")
+        done = self.fn.append_basic_block(f"{name}.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        i = self.b.phi(I64, name=name)
+        i.add_incoming(I64(0), pre)
+        self.b.cbranch(self.b.icmp_signed("<", i, I64(extent)), loop, done)
+        self.b.position_at_end(loop)
+        body(i)
+        nxt = self.b.add(i, I64(1), flags=["nsw", "nuw"])
+        i.add_incoming(nxt, self.b.block)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+
+    def _for(self, s: For) -> None:
+        name = s.var.name
+        if s.kind == "unrolled":
+            for k in range(s.extent):
+                self.env[name] = _V(I64(k), 1)
+                self._stmt(s.body)
+            return
+        if s.kind == "vectorized":
+            if self.vec is not None:
+                raise CompileError("codegen", f"{self.f.name}: nested vectorized loops", kernel=self.f.name)
+            if s.extent <= self.width:
+                chunks, lanes = 1, s.extent
+            elif s.extent % self.width == 0:
+                chunks, lanes = s.extent // self.width, self.width
+            else:
+                raise CompileError("codegen", f"{self.f.name}: vectorized extent {s.extent} is not a multiple "
+                                   f"of {self.width}", kernel=self.f.name)
+            self.vec = (name, lanes)
+            ramp = ir.Constant(ir.VectorType(I64, lanes), [I64(k) for k in range(lanes)])
+
+            def body(base: ir.Value) -> None:
+                self.env["__base_" + name] = _V(base, 1)
+                self.env[name] = _V(self.b.add(self._splat(base, lanes), ramp), lanes)
+                self._stmt(s.body)
+
+            if chunks <= 4:
+                for c in range(chunks):
+                    body(I64(c * lanes))
+            else:
+                self._loop(chunks, lambda i: body(self.b.mul(i, I64(lanes))), name)
+            self.vec = None
+            return
+        self._loop(s.extent, lambda i: (self.env.__setitem__(name, _V(i, 1)), self._stmt(s.body)), name)
+
+    def _addr(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value]:
+        """('scalar'|'vector'|'gather', pointer or per-lane offsets) for an element access."""
+        flat = flat_index(buf, indices)
+        ety = MTYPE[buf.dtype]
+        if buf.name in self.vlocal:
+            off = self._ev(flat)
+            if off.lanes != 1:
+                raise CompileError("codegen", f"{self.f.name}: lane-varying index into {buf.name}",
+                                   kernel=self.f.name)
+            return "vlocal", self.b.gep(self.ptr[buf.name], [off.val], inbounds=True,
+                                        source_etype=ir.VectorType(ety, self.vlocal[buf.name]))
+        if self.vec is None or self.vec[0] not in free_vars(flat):
+            return "scalar", self.b.gep(self.ptr[buf.name], [self._ev(flat).val], inbounds=True, source_etype=ety)
+        v = self.vec[0]
+        if _linear(flat, v) == 1:
+            base = self._ev(substitute(flat, {v: Var("__base_" + v)}))
+            return "vector", self.b.gep(self.ptr[buf.name], [base.val], inbounds=True, source_etype=ety)
+        return "gather", self._ev(flat).val
+
+    def _store(self, s: Store) -> None:
+        kind, where = self._addr(s.buf, s.indices)
+        val = self._ev(s.value)
+        lanes = self.vec[1] if self.vec else 1
+        mt = MTYPE[s.buf.dtype]
+        if kind == "scalar":
+            if val.lanes != 1:
+                raise CompileError("codegen", f"{self.f.name}: vector value stored to an invariant element of "
+                                   f"{s.buf.name}", kernel=self.f.name)
+            self.b.store(self._to_mem(val.val, s.buf.dtype), where)
+        elif kind == "vlocal":
+            self.b.store(self._to_mem(self._widen(val, lanes).val, s.buf.dtype), where)
+        elif kind == "vector":
+            self.b.store(self._to_mem(self._widen(val, lanes).val, s.buf.dtype), where, align=4)
+        else:
+            vv = self._to_mem(self._widen(val, lanes).val, s.buf.dtype)
+            for k in range(lanes):
+                p = self.b.gep(self.ptr[s.buf.name], [self.b.extract_element(where, I64(k))], inbounds=True,
+                               source_etype=mt)
+                self.b.store(self.b.extract_element(vv, I64(k)), p)
+
+    # expressions -----------------------------------------------------------------------------
+    def _splat(self, x: ir.Value, lanes: int) -> ir.Value:
+        vt = ir.VectorType(x.type, lanes)
+        v = self.b.insert_element(ir.Constant(vt, ir.Undefined), x, I64(0))
+        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                                                   [0] * lanes))
+
+    def _widen(self, x: _V, lanes: int) -> _V:
+        return x if x.lanes == lanes or lanes == 1 else _V(self._splat(x.val, lanes), lanes)
+
+    def _to_mem(self, v: ir.Value, dt: str) -> ir.Value:
+        if dt != "bool":
+            return v
+        t = MTYPE["bool"] if not isinstance(v.type, ir.VectorType) else ir.VectorType(MTYPE["bool"], v.type.count)
+        return self.b.zext(v, t)
+
+    def _ev(self, e: Expr) -> _V:
+        if isinstance(e, Int):
+            return _V(ir.Constant(LTYPE[e.dtype], e.value), 1)
+        if isinstance(e, Float):
+            return _V(ir.Constant(LTYPE[e.dtype], e.value), 1)
+        if isinstance(e, Var):
+            if e.name not in self.env:
+                raise CompileError("codegen", f"{self.f.name}: unbound variable {e.name}", kernel=self.f.name)
+            return self.env[e.name]
+        if isinstance(e, Load):
+            return self._load(e)
+        if isinstance(e, Bin):
+            return self._bin(e)
+        if isinstance(e, Select):
+            c, t, f = self._ev(e.cond), self._ev(e.t), self._ev(e.f)
+            n = max(c.lanes, t.lanes, f.lanes)
+            c, t, f = self._widen(c, n), self._widen(t, n), self._widen(f, n)
+            return _V(self.b.select(c.val, t.val, f.val), n)
+        if isinstance(e, Cast):
+            return self._cast(self._ev(e.value), e.value.dtype, e.to)
+        if isinstance(e, Call):
+            args = [self._ev(a) for a in e.args]
+            n = max(a.lanes for a in args)
+            args = [self._widen(a, n) for a in args]
+            return _V(self.intr.call(self.b, e.fn, [a.val for a in args]), n)
+        raise CompileError("codegen", f"{self.f.name}: cannot emit {type(e).__name__}", kernel=self.f.name)
+
+    def _load(self, e: Load) -> _V:
+        kind, where = self._addr(e.buf, e.indices)
+        mt = MTYPE[e.buf.dtype]
+        if kind == "scalar":
+            v = _V(self.b.load(where, typ=mt), 1)
+        elif kind == "vlocal":
+            n = self.vlocal[e.buf.name]
+            v = _V(self.b.load(where, typ=ir.VectorType(mt, n)), n)
+        elif kind == "vector":
+            assert self.vec is not None
+            v = _V(self.b.load(where, typ=ir.VectorType(mt, self.vec[1]), align=4), self.vec[1])
+        else:
+            assert self.vec is not None
+            lanes = self.vec[1]
+            acc = ir.Constant(ir.VectorType(mt, lanes), ir.Undefined)
+            for k in range(lanes):
+                p = self.b.gep(self.ptr[e.buf.name], [self.b.extract_element(where, I64(k))], inbounds=True,
+                               source_etype=mt)
+                acc = self.b.insert_element(acc, self.b.load(p, typ=mt), I64(k))
+            v = _V(acc, lanes)
+        if e.buf.dtype == "bool":
+            t = LTYPE["bool"] if v.lanes == 1 else ir.VectorType(LTYPE["bool"], v.lanes)
+            v = _V(self.b.trunc(v.val, t), v.lanes)
+        return v
+
+    def _bin(self, e: Bin) -> _V:
+        op = e.op
+        if op == "+" and _isf(e.dtype):
+            for x, y in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(y, Bin) and y.op == "*":
+                    return self._ev(Call("fma", (y.a, y.b, x)))
+        a, b = self._ev(e.a), self._ev(e.b)
+        n = max(a.lanes, b.lanes)
+        a, b = self._widen(a, n), self._widen(b, n)
+        x, y, B = a.val, b.val, self.b
+        fl = _isf(e.a.dtype)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            r = B.fcmp_ordered(op, x, y) if fl else B.icmp_signed(op, x, y)
+            if fl and op == "!=":
+                r = B.fcmp_unordered(op, x, y)
+        elif op in ("min", "max"):
+            cmp = "<" if op == "min" else ">"
+            r = B.select(B.fcmp_ordered(cmp, x, y) if fl else B.icmp_signed(cmp, x, y), x, y)
+        elif op == "and":
+            r = B.and_(x, y)
+        elif op == "or":
+            r = B.or_(x, y)
+        elif fl:
+            r = {"+": B.fadd, "-": B.fsub, "*": B.fmul, "/": B.fdiv}[op](x, y)
+        else:
+            r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.sdiv, "%": B.srem, "/": B.sdiv}[op](x, y)
+        return _V(r, n)
+
+    def _cast(self, v: _V, src: str, dst: str) -> _V:
+        if src == dst:
+            return v
+        t = LTYPE[dst] if v.lanes == 1 else ir.VectorType(LTYPE[dst], v.lanes)
+        B = self.b
+        if dst == "bool":
+            zero = ir.Constant(v.val.type, None)
+            return _V(B.fcmp_unordered("!=", v.val, zero) if _isf(src) else B.icmp_signed("!=", v.val, zero), v.lanes)
+        if _isf(src) and _isf(dst):
+            return _V(B.fpext(v.val, t) if dst == "f64" else B.fptrunc(v.val, t), v.lanes)
+        if _isf(src):
+            return _V(B.fptosi(v.val, t), v.lanes)
+        if _isf(dst):
+            return _V(B.uitofp(v.val, t) if src in ("bool", "u8") else B.sitofp(v.val, t), v.lanes)
+        sw, dw = LTYPE[src].width, LTYPE[dst].width
+        if sw == dw:
+            return v
+        if sw > dw:
+            return _V(B.trunc(v.val, t), v.lanes)
+        return _V(B.zext(v.val, t) if src in ("bool", "u8") else B.sext(v.val, t), v.lanes)

@@ -1,0 +1,167 @@
+"""Compute definitions (TE-like) lowered to loop IR.
+
+A compute definition says what each element of an output buffer is: ``out[i0, ..] = f(i0, ..)``,
+where ``f`` builds an :class:`~compiler.loops.ir.Expr` that may contain :class:`Reduce` nodes
+(sum/max/min over extra axes). :meth:`Lowering.compute` turns it into a loop nest: one loop per
+output axis, and each reduction becomes a local accumulator with its own loop, placed at the
+outermost output loop it depends on (loop-invariant placement, as TVM's ``compute_at`` to the
+deepest dependent loop). So a softmax row maximum is computed once per row, not per element, and an
+elementwise epilogue is applied to the accumulator before the one store: no intermediate buffer.
+Identical reductions in one expression share one accumulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .ir import (
+    Allocate,
+    Buffer,
+    Expr,
+    Float,
+    For,
+    Load,
+    Reduce,
+    Select,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+    binary,
+    children,
+    free_vars,
+)
+from .ir import (
+    Bin as _Bin,
+)
+from .ir import (
+    Call as _Call,
+)
+from .ir import (
+    Cast as _Cast,
+)
+
+INIT = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+
+
+def reduce_(combiner: str, axes: list[tuple[Var, int]], body: Expr) -> Expr:
+    """A reduction expression over ``axes``; init from the combiner (0, -inf, +inf)."""
+    return Reduce(combiner, tuple(axes), body, Float(INIT[combiner], body.dtype))
+
+
+def _combine(combiner: str, acc: Expr, x: Expr) -> Expr:
+    return binary({"sum": "+", "max": "max", "min": "min"}[combiner], acc, x)
+
+
+class Lowering:
+    """Fresh names and the lowering of compute definitions of one kernel."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._acc_deps: dict[str, set[str]] = {}
+        self.out_loops: list[list[tuple[str, int]]] = []  # output loop (var, extent) of each compute
+
+    def fresh(self, base: str) -> Var:
+        self._n += 1
+        return Var(f"{base}{self._n}")
+
+    def axis(self, base: str, extent: int) -> tuple[Var, int]:
+        return (self.fresh(base), extent)
+
+    # ---------------------------------------------------------------------------------------
+    def compute(self, out: Buffer, fn: Callable[[list[Var]], Expr], names: str = "i") -> Stmt:
+        """The loop nest that stores ``fn(indices)`` into every element of ``out``."""
+        levels = [(self.fresh(names), n) for n in out.shape]
+        idx = [v for v, _ in levels]
+        self.out_loops.append([(v.name, n) for v, n in levels])
+        value = fn(idx)
+        value, hoisted = self._place(value, levels)
+        return _nest(levels, hoisted, Store(out, tuple(idx), value))
+
+    def _deps(self, e: Expr) -> set[str]:
+        out = free_vars(e)
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Load) and x.buf.scope == "local":
+                out |= self._acc_deps.get(x.buf.name, set())
+            stack.extend(children(x))
+        return out
+
+    def _place(self, e: Expr, levels: list[tuple[Var, int]]) -> tuple[Expr, dict[int, list[Stmt]]]:
+        hoisted: dict[int, list[Stmt]] = {}
+        memo: dict[Expr, Expr] = {}
+
+        def rw(x: Expr) -> Expr:
+            if isinstance(x, Reduce):
+                if x in memo:
+                    return memo[x]
+                memo[x] = self._lower_reduce(x, levels, hoisted)
+                return memo[x]
+            if isinstance(x, _Bin):
+                return binary(x.op, rw(x.a), rw(x.b))
+            if isinstance(x, Select):
+                return Select(rw(x.cond), rw(x.t), rw(x.f))
+            if isinstance(x, _Cast):
+                return _Cast(x.to, rw(x.value))
+            if isinstance(x, _Call):
+                return _Call(x.fn, tuple(rw(a) for a in x.args))
+            if isinstance(x, Load):
+                return Load(x.buf, tuple(rw(i) for i in x.indices))
+            return x
+
+        return rw(e), hoisted
+
+    def _lower_reduce(self, r: Reduce, levels: list[tuple[Var, int]], hoisted: dict[int, list[Stmt]]) -> Expr:
+        inner_levels = levels + list(r.axes)
+        body, inner = self._place(r.body, inner_levels)
+        deps = (self._deps(body) | self._deps(r.init)) - {v.name for v, _ in r.axes}
+        pos = {v.name: i for i, (v, _) in enumerate(levels)}
+        k = max((pos[d] for d in deps if d in pos), default=-1)
+        acc_var = self.fresh("acc")
+        acc = Buffer(acc_var.name, r.dtype, (1,), "local")
+        self._acc_deps[acc.name] = deps
+        ld = Load(acc, (_zero(),))
+        inside = {j - len(levels): s for j, s in inner.items() if j >= len(levels)}
+        for j, s in inner.items():
+            if j < len(levels):
+                hoisted.setdefault(j, []).extend(s)
+        loop = _nest(list(r.axes), inside, Store(acc, (_zero(),), _combine(r.combiner, ld, body)))
+        hoisted.setdefault(k, []).append(Allocate(acc, Seq([Store(acc, (_zero(),), r.init), loop])))
+        return ld
+
+
+def _zero() -> Expr:
+    from .ir import Int
+
+    return Int(0)
+
+
+def _nest(levels: list[tuple[Var, int]], hoisted: dict[int, list[Stmt]], leaf: Stmt) -> Stmt:
+    """Loops over ``levels`` around ``leaf``; ``hoisted[j]`` runs at the top of loop j's body
+    (``hoisted[-1]`` before the outermost loop). An accumulator's Allocate scopes over the rest."""
+    body = leaf
+    for j in range(len(levels) - 1, -2, -1):
+        body = _scoped(hoisted.get(j, []), body)
+        if j >= 0:
+            v, n = levels[j]
+            body = For(v, n, body)
+    return body
+
+
+def _scoped(pre: list[Stmt], rest: Stmt) -> Stmt:
+    """``pre`` then ``rest``, with each Allocate in ``pre`` scoping over everything after it."""
+    out = rest
+    for s in reversed(pre):
+        if isinstance(s, Allocate):
+            out = Allocate(s.buf, _seq([s.body, out]))
+        else:
+            out = _seq([s, out])
+    return out
+
+
+def _seq(xs: list[Stmt]) -> Stmt:
+    flat: list[Stmt] = []
+    for x in xs:
+        flat.extend(x.stmts if isinstance(x, Seq) else [x])
+    return flat[0] if len(flat) == 1 else Seq(flat)

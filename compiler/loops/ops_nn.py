@@ -1,0 +1,276 @@
+"""Lowering of reducing ONNX ops: Conv, MatMul, Gemm, pooling, Reduce*, Softmax, LRN.
+
+Semantics: the ONNX operator specs. Each op becomes a :class:`~compiler.loops.ir.Reduce` over its
+window or contraction axes; padding reads a clamped index and selects the pad value (0 for Conv and
+AveragePool, -inf for MaxPool), so every load stays in bounds. Conv supports groups (incl.
+depthwise), strides, dilations, explicit pads and ``auto_pad``; pools support ``ceil_mode`` (the
+output shape comes from shape inference; windows that run past the input are clipped as the spec's
+reference does) and ``count_include_pad``. Softmax and LogSoftmax follow opset semantics: before 13
+the input is coerced to 2-D at ``axis`` (the reduction covers every axis from ``axis`` on), from 13
+on the reduction is over ``axis`` alone. Unsupported attributes raise CompileError(stage="lowering").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Node
+from .compute import reduce_
+from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, land, mul, select, sub
+from .ops_elementwise import LowerCtx, bad, const_input, register
+from .tensor import Tensor, broadcast_to, norm_axis, reshape
+
+COMPLEX_OPS = {"Conv", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+               "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Softmax", "LogSoftmax", "LRN"}
+
+
+def _spatial_pads(node: Node, in_sp: list[int], out_sp: list[int], ks: list[int], st: list[int],
+                  dil: list[int]) -> list[int]:
+    nd = len(in_sp)
+    ap = node.attr("auto_pad", "NOTSET")
+    ap = ap.decode() if isinstance(ap, bytes) else ap
+    if ap in ("NOTSET", ""):
+        return list(node.attr("pads", [0] * (2 * nd)))
+    if ap == "VALID":
+        return [0] * (2 * nd)
+    if ap not in ("SAME_UPPER", "SAME_LOWER"):
+        raise bad(node, "auto_pad", f"auto_pad {ap!r} is not supported")
+    begin, end = [], []
+    for d in range(nd):
+        total = max(0, (out_sp[d] - 1) * st[d] + (ks[d] - 1) * dil[d] + 1 - in_sp[d])
+        small = total // 2
+        begin.append(small if ap == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin + end
+
+
+def _window(o: list[Expr], r: list[Var], st: list[int], dil: list[int], pb: list[int], in_sp: list[int],
+            out_sp: list[int], ks: list[int]) -> tuple[list[Expr], Expr | None]:
+    """Input positions of window taps ``r`` for output position ``o``; the in-bounds condition (None: always)."""
+    pos: list[Expr] = []
+    cond: Expr | None = None
+    for d in range(len(in_sp)):
+        i = add(sub(mul(o[d], st[d]), pb[d]), mul(r[d], dil[d]))
+        lo = pb[d] > 0
+        hi = (out_sp[d] - 1) * st[d] - pb[d] + (ks[d] - 1) * dil[d] > in_sp[d] - 1
+        if lo:
+            cond = land(cond, Bin(">=", i, Int(0)))
+        if hi:
+            cond = land(cond, Bin("<", i, Int(in_sp[d])))
+        if lo:
+            i = emax(i, 0)
+        if hi:
+            i = emin(i, in_sp[d] - 1)
+        pos.append(i)
+    return pos, cond
+
+
+def _geom(node: Node, x: Tensor, out: tuple[int, ...], ks: list[int]):  # type: ignore[no-untyped-def]
+    nd = len(ks)
+    st = list(node.attr("strides", [1] * nd))
+    dil = list(node.attr("dilations", [1] * nd))
+    in_sp, out_sp = list(x.shape[2:]), list(out[2:])
+    pads = _spatial_pads(node, in_sp, out_sp, ks, st, dil)
+    return st, dil, pads[:nd], in_sp, out_sp
+
+
+@register("Conv")
+def _conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    assert x is not None and w is not None
+    out = ctx.out_shape(node)
+    co_n, cg = w.shape[0], w.shape[1]
+    ks = list(w.shape[2:])
+    group = int(node.attr("group", 1))
+    if cg * group != x.shape[1] or co_n % group:
+        raise bad(node, "group", f"group={group} does not divide channels {x.shape[1]} / {co_n}")
+    st, dil, pb, in_sp, out_sp = _geom(node, x, out, ks)
+    lw = ctx.lowering
+    rc = lw.axis("rc", cg)
+    rk = [lw.axis("rk", k) for k in ks]
+    per_group = co_n // group
+
+    def fn(idx: list[Expr]) -> Expr:
+        n, co, o = idx[0], idx[1], idx[2:]
+        ci = add(mul(floordiv(co, per_group), cg), rc[0]) if group > 1 else rc[0]
+        pos, cond = _window(o, [v for v, _ in rk], st, dil, pb, in_sp, out_sp, ks)
+        xv = x[[n, ci] + pos]
+        if cond is not None:
+            xv = select(cond, xv, Float(0.0))
+        red = reduce_("sum", [rc] + rk, mul(xv, w[[co, rc[0]] + [v for v, _ in rk]]))
+        return add(red, b[[co]]) if b is not None else red
+    return [Tensor(out, x.dtype, fn)]
+
+
+@register("MaxPool", "AveragePool")
+def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    if len(node.outputs) > 1 and node.outputs[1].consumers():
+        raise bad(node, "Indices", "MaxPool's Indices output is not supported")
+    ks = list(node.attr("kernel_shape"))
+    out = ctx.out_shape(node)
+    st, dil, pb, in_sp, out_sp = _geom(node, x, out, ks)
+    rk = [ctx.lowering.axis("rk", k) for k in ks]
+    rv = [v for v, _ in rk]
+    is_max = node.op_type == "MaxPool"
+    include_pad = bool(node.attr("count_include_pad", 0))
+    pe = _spatial_pads(node, in_sp, out_sp, ks, st, dil)[len(ks):]
+
+    def fn(idx: list[Expr]) -> Expr:
+        n, c, o = idx[0], idx[1], idx[2:]
+        pos, cond = _window(o, rv, st, dil, pb, in_sp, out_sp, ks)
+        xv = x[[n, c] + pos]
+        if is_max:
+            return reduce_("max", rk, xv if cond is None else select(cond, xv, Float(float("-inf"))))
+        total = reduce_("sum", rk, xv if cond is None else select(cond, xv, Float(0.0)))
+        if cond is None:
+            return mul(total, Float(1.0 / float(np.prod(ks))))
+        if include_pad:  # taps inside the padded extent [-pad_begin, size + pad_end) count
+            cnt_cond = None
+            for d in range(len(ks)):
+                i = add(sub(mul(o[d], st[d]), pb[d]), mul(rv[d], dil[d]))
+                cnt_cond = land(cnt_cond, Bin("<", i, Int(in_sp[d] + pe[d])))
+            if cnt_cond is None:
+                return mul(total, Float(1.0 / float(np.prod(ks))))
+            cond = cnt_cond
+        count = reduce_("sum", rk, select(cond, Float(1.0), Float(0.0)))
+        return Bin("/", total, count)
+    return [Tensor(out, x.dtype, fn)]
+
+
+@register("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    rk = [ctx.lowering.axis("rk", k) for k in x.shape[2:]]
+    is_max = node.op_type == "GlobalMaxPool"
+    size = float(np.prod(x.shape[2:]))
+
+    def fn(idx: list[Expr]) -> Expr:
+        v = x[idx[:2] + [r for r, _ in rk]]
+        return reduce_("max", rk, v) if is_max else mul(reduce_("sum", rk, v), Float(1.0 / size))
+    return [Tensor(ctx.out_shape(node), x.dtype, fn)]
+
+
+@register("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")
+def _reduce(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    axes = node.attr("axes", None)
+    if len(ins) > 1 and ins[1] is not None:
+        axes = const_input(node, ins[1], "axes").tolist()
+    if not axes:
+        if node.attr("noop_with_empty_axes", 0):
+            return [x]
+        axes = list(range(x.rank))
+    axes = sorted(norm_axis(node, int(a), x.rank, "axes") for a in axes)
+    keep = bool(node.attr("keepdims", 1))
+    rk = {a: ctx.lowering.axis("rr", x.shape[a]) for a in axes}
+    comb = {"ReduceMean": "sum", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}[node.op_type]
+    count = float(np.prod([x.shape[a] for a in axes]))
+
+    def fn(idx: list[Expr]) -> Expr:
+        src, j = [], 0
+        for k in range(x.rank):
+            if k in rk:
+                src.append(rk[k][0])
+                j += keep
+            else:
+                src.append(idx[j])
+                j += 1
+        r = reduce_(comb, [rk[a] for a in axes], x[src])
+        return mul(r, Float(1.0 / count)) if node.op_type == "ReduceMean" else r
+    return [Tensor(ctx.out_shape(node), x.dtype, fn)]
+
+
+@register("Softmax", "LogSoftmax")
+def _softmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    ax = norm_axis(node, int(node.attr("axis", 1 if ctx.opset < 13 else -1)), x.rank)
+    axes = list(range(ax, x.rank)) if ctx.opset < 13 else [ax]
+    lw = ctx.lowering
+    m_ax = {a: lw.axis("rm", x.shape[a]) for a in axes}
+    s_ax = {a: lw.axis("rs", x.shape[a]) for a in axes}
+
+    def at(idx: list[Expr], ax_map: dict) -> Expr:  # type: ignore[type-arg]
+        return x[[ax_map[k][0] if k in ax_map else idx[k] for k in range(x.rank)]]
+
+    def fn(idx: list[Expr]) -> Expr:
+        mx = reduce_("max", [m_ax[a] for a in axes], at(idx, m_ax))
+        total = reduce_("sum", [s_ax[a] for a in axes], call("exp", sub(at(idx, s_ax), mx)))
+        shifted = sub(x[idx], mx)
+        if node.op_type == "LogSoftmax":
+            return sub(shifted, call("log", total))
+        return Bin("/", call("exp", shifted), total)
+    return [Tensor(x.shape, x.dtype, fn)]
+
+
+@register("LRN")
+def _lrn(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    size = int(node.attr("size"))
+    alpha, beta, bias = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75)), float(node.attr("bias", 1.0))
+    lo = (size - 1) // 2
+    c_n = x.shape[1]
+    rk = ctx.lowering.axis("rl", size)
+
+    def fn(idx: list[Expr]) -> Expr:
+        c = add(sub(idx[1], lo), rk[0])
+        inside = land(Bin(">=", c, Int(0)), Bin("<", c, Int(c_n)))
+        v = x[[idx[0], emin(emax(c, 0), c_n - 1)] + idx[2:]]
+        sq = reduce_("sum", [rk], select(inside, mul(v, v), Float(0.0)))  # type: ignore[arg-type]
+        den = call("pow", add(Float(bias), mul(Float(alpha / size), sq)), Float(beta))
+        return Bin("/", x[idx], den)
+    return [Tensor(x.shape, x.dtype, fn)]
+
+
+@register("MatMul")
+def _matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    a, b = ins[0], ins[1]
+    assert a is not None and b is not None
+    a2 = reshape(a, (1,) + a.shape) if a.rank == 1 else a
+    b2 = reshape(b, b.shape + (1,)) if b.rank == 1 else b
+    k_n = a2.shape[-1]
+    if b2.shape[-2] != k_n:
+        raise bad(node, "B", f"contraction mismatch {a.shape} x {b.shape}")
+    batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    full = batch + (a2.shape[-2], b2.shape[-1])
+    rk = ctx.lowering.axis("rk", k_n)
+    nb = len(batch)
+
+    def fn(idx: list[Expr]) -> Expr:
+        bi, i, j = idx[:nb], idx[nb], idx[nb + 1]
+        ai = [Int(0) if d == 1 else bi[nb - a2.rank + 2 + q] for q, d in enumerate(a2.shape[:-2])]
+        bj = [Int(0) if d == 1 else bi[nb - b2.rank + 2 + q] for q, d in enumerate(b2.shape[:-2])]
+        return reduce_("sum", [rk], mul(a2[ai + [i, rk[0]]], b2[bj + [rk[0], j]]))
+    return [reshape(Tensor(full, a.dtype, fn), ctx.out_shape(node))]
+
+
+@register("Gemm")
+def _gemm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    a, b = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    assert a is not None and b is not None
+    ta, tb = int(node.attr("transA", 0)), int(node.attr("transB", 0))
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    out = ctx.out_shape(node)
+    k_n = a.shape[0] if ta else a.shape[1]
+    rk = ctx.lowering.axis("rk", k_n)
+    cb = broadcast_to(c, out) if c is not None else None
+
+    def fn(idx: list[Expr]) -> Expr:
+        i, j = idx
+        av = a[[rk[0], i] if ta else [i, rk[0]]]
+        bv = b[[j, rk[0]] if tb else [rk[0], j]]
+        r = reduce_("sum", [rk], mul(av, bv))
+        if alpha != 1.0:
+            r = mul(r, Float(alpha))
+        if cb is not None:
+            cv = cb[idx]
+            r = add(r, cv if beta == 1.0 else mul(cv, Float(beta)))
+        return r
+    return [Tensor(out, a.dtype, fn)]

@@ -1,0 +1,39 @@
+"""Default rule-based schedules per kernel kind.
+
+Rule for every compute of a kernel (elementwise, injective, pooling, reductions, and Conv/MatMul
+when the micro-kernel path does not apply): vectorize the innermost output loop at the target's
+f32 width (16 lanes on AVX-512, 8 on AVX2, 4 on SSE/NEON/RVV here): if the extent is a multiple of the
+width, split by it and vectorize the inner loop; otherwise the largest of 8 and 4 that divides it;
+otherwise leave it serial (say so in the schedule). Reductions inside stay serial per lane, so
+their summation order is the sequential one (no reassociation). Inlining of elementwise and injective
+producers (compute_inline) is done by the lowering and listed here as well.
+"""
+
+from __future__ import annotations
+
+from ..loops.ir import PrimFunc
+from ..targets import Target
+from . import primitives as P
+
+
+def apply_default(func: PrimFunc, target: Target) -> PrimFunc:
+    """Schedule ``func`` in place (and return it); records every primitive in ``attrs["schedule"]``."""
+    sched = func.attrs.setdefault("schedule", [])
+    ops = func.attrs.get("ops", [])
+    if len(ops) > 1:
+        sched.append(f"compute_inline({', '.join(ops[1:])}) into {ops[0]}'s loop nest")
+    width = target.vector_width_f32
+    for loops in func.attrs.get("computes", []):
+        if not loops:
+            continue
+        var, extent = loops[-1]
+        lanes = next((w for w in (width, 8, 4) if w <= width and extent % w == 0), None)
+        if lanes is None:
+            sched.append(f"# {var} (extent {extent}) left serial: no vector width divides it")
+            continue
+        if extent == lanes:
+            P.vectorize(func, var)
+        else:
+            _, inner = P.split(func, var, lanes)
+            P.vectorize(func, inner)
+    return func

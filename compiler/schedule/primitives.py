@@ -1,0 +1,103 @@
+"""Schedule primitives on loop IR: split, reorder, vectorize, unroll, tile, fuse.
+
+Each primitive rewrites a :class:`~compiler.loops.ir.PrimFunc` body in place, finds loops by
+variable name, and appends its text form to ``func.attrs["schedule"]`` (what the explorer prints
+with the kernel). Model: TVM's ``tir.Schedule`` (``split``, ``reorder``, ``vectorize``,
+``unroll``, ``tile`` = split + split + reorder). A loop that is not found, or a split factor that does
+not divide the extent, raises ``ScheduleError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..loops.ir import Allocate, For, If, PrimFunc, Seq, Stmt, Var, add, mul, substitute_stmt
+
+
+class ScheduleError(ValueError):
+    """A primitive cannot apply (unknown loop, bad factor, loops not perfectly nested)."""
+
+
+def _rewrite(s: Stmt, fn: Callable[[For], Stmt | None]) -> tuple[Stmt, bool]:
+    if isinstance(s, For):
+        r = fn(s)
+        if r is not None:
+            return r, True
+        body, hit = _rewrite(s.body, fn)
+        return For(s.var, s.extent, body, s.kind), hit
+    if isinstance(s, Seq):
+        out, hit = [], False
+        for x in s.stmts:
+            y, h = _rewrite(x, fn)
+            out.append(y)
+            hit = hit or h
+        return Seq(out), hit
+    if isinstance(s, Allocate):
+        b, h = _rewrite(s.body, fn)
+        return Allocate(s.buf, b), h
+    if isinstance(s, If):
+        b, h = _rewrite(s.then, fn)
+        return If(s.cond, b), h
+    return s, False
+
+
+def _apply(func: PrimFunc, var: str, fn: Callable[[For], Stmt], text: str) -> None:
+    body, hit = _rewrite(func.body, lambda f: fn(f) if f.var.name == var else None)
+    if not hit:
+        raise ScheduleError(f"{func.name}: no loop over {var}")
+    func.body = body
+    func.attrs.setdefault("schedule", []).append(text)
+
+
+def split(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
+    """``for v in N`` -> ``for v_o in N/factor: for v_i in factor`` (v = v_o*factor + v_i)."""
+    outer, inner = f"{var}_o", f"{var}_i"
+
+    def fn(f: For) -> Stmt:
+        if f.extent % factor:
+            raise ScheduleError(f"{func.name}: split factor {factor} does not divide {var}'s extent {f.extent}")
+        vo, vi = Var(outer), Var(inner)
+        body = substitute_stmt(f.body, {var: add(mul(vo, factor), vi)})
+        return For(vo, f.extent // factor, For(vi, factor, body, f.kind), f.kind)
+
+    _apply(func, var, fn, f"split({var}, factor={factor}) -> {outer}, {inner}")
+    return outer, inner
+
+
+def _kind(func: PrimFunc, var: str, kind: str) -> None:
+    _apply(func, var, lambda f: For(f.var, f.extent, f.body, kind), f"{kind.rstrip('d').rstrip('e')}e({var})"
+           if kind != "vectorized" else f"vectorize({var})")
+
+
+def vectorize(func: PrimFunc, var: str) -> None:
+    """Mark loop ``var`` vectorized: its body is evaluated lane-wise (codegen)."""
+    _kind(func, var, "vectorized")
+
+
+def unroll(func: PrimFunc, var: str) -> None:
+    """Mark loop ``var`` unrolled: codegen repeats the body per value."""
+    _kind(func, var, "unrolled")
+
+
+def parallel(func: PrimFunc, var: str) -> None:
+    _kind(func, var, "parallel")
+
+
+def reorder(func: PrimFunc, outer: str, inner: str) -> None:
+    """Swap two perfectly nested loops ``outer`` (directly containing) ``inner``."""
+
+    def fn(f: For) -> Stmt:
+        if not isinstance(f.body, For) or f.body.var.name != inner:
+            raise ScheduleError(f"{func.name}: {inner} is not directly nested in {outer}")
+        g = f.body
+        return For(g.var, g.extent, For(f.var, f.extent, g.body, f.kind), g.kind)
+
+    _apply(func, outer, fn, f"reorder({inner}, {outer})")
+
+
+def tile(func: PrimFunc, a: str, b: str, fa: int, fb: int) -> tuple[str, str, str, str]:
+    """2-D tiling of nested loops ``a``, ``b``: a_o, b_o, a_i, b_i."""
+    ao, ai = split(func, a, fa)
+    bo, bi = split(func, b, fb)
+    reorder(func, ai, bo)
+    return ao, bo, ai, bi
