@@ -2,13 +2,31 @@
  * CodeMirror 6 wrappers: a read-only code viewer and a side-by-side diff (@codemirror/merge).
  * CodeMirror renders only the visible lines, so a 1,000-line IR per pass stays responsive.
  */
-import { defaultHighlightStyle, foldGutter, syntaxHighlighting, type LanguageSupport, type StreamLanguage } from "@codemirror/language";
+import { HighlightStyle, foldGutter, syntaxHighlighting, type LanguageSupport, type StreamLanguage } from "@codemirror/language";
 import { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, search, searchKeymap } from "@codemirror/search";
 import { EditorState, StateEffect, StateField, type Extension } from "@codemirror/state";
+import { tags as t } from "@lezer/highlight";
 import { Decoration, EditorView, highlightActiveLine, keymap, lineNumbers, type DecorationSet } from "@codemirror/view";
 
 export type Lang = StreamLanguage<unknown> | LanguageSupport | null;
+
+/** Colours for the token kinds the IR, LLVM IR and asm highlighters emit. */
+const irHighlight = HighlightStyle.define([
+  { tag: t.comment, color: "#8a8f98", fontStyle: "italic" },
+  { tag: [t.keyword, t.controlKeyword], color: "#7c3aed", fontWeight: "600" },
+  { tag: t.modifier, color: "#9333ea" },
+  { tag: t.function(t.variableName), color: "#1d4ed8", fontWeight: "600" },
+  { tag: t.standard(t.variableName), color: "#0e7490" },
+  { tag: t.variableName, color: "#b45309" },
+  { tag: [t.special(t.variableName), t.definition(t.variableName)], color: "#be123c" },
+  { tag: t.typeName, color: "#047857" },
+  { tag: t.propertyName, color: "#6d28d9" },
+  { tag: [t.number, t.bool, t.atom], color: "#0f766e" },
+  { tag: t.string, color: "#a21caf" },
+  { tag: [t.meta, t.labelName], color: "#64748b" },
+  { tag: t.operator, color: "#475569" },
+]);
 
 const setMarked = StateEffect.define<number | null>();
 const markedLine = StateField.define<DecorationSet>({
@@ -37,7 +55,7 @@ function baseExtensions(lang: Lang): Extension[] {
     EditorState.readOnly.of(true),
     EditorView.editable.of(false),
     EditorView.contentAttributes.of({ tabindex: "0" }),
-    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    syntaxHighlighting(irHighlight),
     markedLine,
     lang ?? [],
   ];
@@ -78,8 +96,8 @@ export interface DiffViewer {
 export function diffViewer(parent: HTMLElement, before: string, after: string, lang: Lang): DiffViewer {
   const mv = new MergeView({
     parent,
-    a: { doc: before, extensions: baseExtensions(lang) },
-    b: { doc: after, extensions: baseExtensions(lang) },
+    a: { doc: before, extensions: [baseExtensions(lang), EditorView.lineWrapping] },
+    b: { doc: after, extensions: [baseExtensions(lang), EditorView.lineWrapping] },
     highlightChanges: true,
     gutter: true,
     collapseUnchanged: { margin: 3, minSize: 8 },

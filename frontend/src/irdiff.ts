@@ -133,14 +133,24 @@ function findDefiningEquals(line: string): number {
 export function findDefiningLine(ir: string, names: string | string[]): number | null {
   const wanted = new Set(Array.isArray(names) ? names : [names]);
   const lines = splitLines(ir);
+  // The printer writes the node's name as a trailing comment: `%r0 = Conv(...) : f32[...]  // conv1`.
+  for (let i = 0; i < lines.length; i++) {
+    const c = trailingComment(lines[i]);
+    if (c !== null && wanted.has(c)) return i + 1;
+  }
   for (let i = 0; i < lines.length; i++) {
     if (definedNames(lines[i]).some((n) => wanted.has(n))) return i + 1;
-    // Printers may write the node name as a trailing location, e.g. `loc("Conv_12")` or `# Conv_12`.
   }
   for (let i = 0; i < lines.length; i++) {
     for (const n of wanted) if (mentionsName(lines[i], n)) return i + 1;
   }
   return null;
+}
+
+/** The text after the last `  // ` of a node line (the node's name), or null. */
+export function trailingComment(line: string): string | null {
+  const i = line.lastIndexOf("  // ");
+  return i < 0 ? null : line.slice(i + 5).trim();
 }
 
 function mentionsName(line: string, name: string): boolean {

@@ -151,7 +151,7 @@ export function stageStatus(state: CompilationState): Record<Stage, StageStatus>
   STAGES.forEach((stage, i) => {
     if (state.finished) {
       const ms = state.finished.stage_ms?.[stage];
-      out[stage] = ms === undefined && i > current ? "skipped" : "done";
+      out[stage] = !ms && i > current ? "skipped" : "done";
     } else if (state.failed) {
       const at = failedAt >= 0 ? failedAt : Math.max(current, 0);
       out[stage] = i < at ? "done" : i === at ? "failed" : "skipped";

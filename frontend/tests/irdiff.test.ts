@@ -55,6 +55,13 @@ describe("IR names", () => {
     expect(findDefiningLine(IR1, "unused")).toBeNull();
   });
 
+  it("finds a node by the name the printer writes after the line", () => {
+    const ir = "graph @g(%x: f32[1]) {\n  %r0 = Relu(%x) : f32[1]  // relu/1\n  %r1 = Relu(%r0) : f32[1]  // n1\n  return %r1\n}\n";
+    expect(findDefiningLine(ir, "n1")).toBe(3);
+    expect(findDefiningLine(ir, ["relu/1", "r1"])).toBe(2);
+    expect(findDefiningLine(ir, "r0")).toBe(2);
+  });
+
   it("lists changed definitions", () => {
     const after = IR1.replace("Relu(%conv1)", "Clip(%conv1)");
     expect([...changedDefinitions(IR0, after)]).toEqual(["relu1"]);

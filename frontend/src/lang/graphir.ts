@@ -46,7 +46,7 @@ export const graphIrParser: StreamParser<IrState> = {
       const w = word[0];
       if (state.inAttrs > 0) return stream.match(/^\s*=/, false) ? "propertyName" : "atom";
       if (KEYWORDS.has(w)) return "keyword";
-      if (stream.match(/^\s*\(/, false)) return "function(definition)";
+      if (stream.match(/^\s*\(/, false)) return "variableName.function";
       if (w === "true" || w === "false") return "bool";
       return "name";
     }

@@ -30,9 +30,9 @@ export const loopIrParser: StreamParser<null> = {
       const w = word[0];
       if (KEYWORDS.has(w)) return "keyword";
       if (LOOP_KINDS.has(w)) return "modifier";
-      if (BUILTINS.has(w)) return "function(standard)";
+      if (BUILTINS.has(w)) return "variableName.standard";
       if (stream.match(/^\s*\[/, false)) return "variableName.special";
-      if (stream.match(/^\s*\(/, false)) return "function";
+      if (stream.match(/^\s*\(/, false)) return "variableName.function";
       return "name";
     }
     if (stream.match(/^(?:\+=|-=|\*=|==|!=|<=|>=|->|[-+*/%<>=!&|^])/)) return "operator";

@@ -11,7 +11,6 @@ import { splitPipeline } from "../pipeline";
 export function pipelineProblem(text: string, passes: PassInfo[]): string | null {
   if (passes.length === 0) return null;
   const entries = splitPipeline(text);
-  if (entries.length === 0) return "The pipeline is empty.";
   const byName = new Map(passes.map((p) => [p.name, p]));
   for (const e of entries) {
     const p = byName.get(e.name);

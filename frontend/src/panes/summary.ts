@@ -86,7 +86,7 @@ export function summaryPane(): Pane {
                 bar("lower bound", m.lower_bound_bytes, m.no_sharing_bytes, fmtBytes(m.lower_bound_bytes)),
                 h("p", { class: "muted" }, `${m.buffers.length} buffers; the arena is ${fmtNum(m.no_sharing_bytes ? (100 * m.arena_bytes) / m.no_sharing_bytes : 0, 1)}% of no sharing`),
               )
-            : pending(state, "a memory plan"),
+            : pending(state, "memory plan"),
         ),
       );
     },

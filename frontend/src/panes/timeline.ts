@@ -44,7 +44,7 @@ export function timelinePane(): Pane {
       const a = linkTo(
         h(
           "a",
-          { class: "timeline-link" },
+          { class: "timeline-link", title: `${p.name}${optionsText(p.options)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
           h("span", { class: "pass-index" }, String(i)),
           h("span", { class: "pass-name" }, p.name, h("span", { class: "pass-options" }, optionsText(p.options))),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
