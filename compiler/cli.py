@@ -89,7 +89,7 @@ def _resolve_model(model: str, shapes: dict[str, list[int]]) -> tuple[str, dict[
     if not Path(model).exists() and model in samples.SAMPLES:
         path = samples.fetch(model)
         sample_shapes = samples.SAMPLES[model].input_shapes
-        merged = {**{k: v for k, v in sample_shapes.items() if k not in ("data_0",)}, **shapes}
+        merged = {**sample_shapes, **shapes}
         return str(path), (merged or None)
     return model, (shapes or None)
 

@@ -53,7 +53,7 @@ class Sample:
 
 SAMPLES: dict[str, Sample] = {
     **{n: Sample(n, f"{n[6:]} from the onnx wheel (weights all 0.02; see randomized())",
-                 {"data_0": [1, 3, 224, 224]}) for n in LIGHT},
+                 {}) for n in LIGHT},
     "yolov8n": Sample("yolov8n", "YOLOv8n detector (nudenet 320n)", {"images": [1, 3, 320, 320]},
                       "nudenet==3.4.2", "nudenet/320n.onnx"),
     "ppocr_v4_det": Sample("ppocr_v4_det", "PP-OCRv4 text detector (rapidocr)", {"x": [1, 3, 320, 320]},
