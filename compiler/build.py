@@ -1,0 +1,123 @@
+"""The back end's single entry: lower, schedule, compile, run, time and verify a fused graph.
+
+:func:`run_backend` is called by ``compiler.compile`` after the graph passes. Per schedule step
+(a FusedGroup, or a lone node, which becomes a one-node kernel) it lowers to loop IR and applies the
+schedule (event ``kernel.lowered``), compiles to LLVM IR, optimized LLVM IR, assembly and object
+code (``kernel.compiled``; identical kernels compile once), and, where the target is runnable
+here, runs the model in a child process (``compiler.runtime.runner``): ``kernel.timed`` per kernel,
+``model.timed`` (Prism vs ONNX Runtime, 1 thread) and ``model.verified``. Cross targets emit code
+only. ``stage_ms`` gets ``lowering``, ``codegen``, ``run`` and ``verify`` in ms.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .codegen.compile import CompiledKernel, compile_kernel
+from .errors import CompileError
+from .events import EventStream
+from .ir import FusedGroup, Graph
+from .loops.lower import LoweredKernel, lower_group
+from .loops.printer import print_func, print_schedule
+from .schedule import schedule_kernel
+from .targets import Target, check_runnable, get_target
+
+SKIP_OPS = {"Constant"}
+
+
+def _kernel_name(node: Any, used: set[str]) -> str:
+    base = node.kernel if isinstance(node, FusedGroup) else "k_" + node.label
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in base)
+    name, i = base, 1
+    while name in used:
+        i += 1
+        name = f"{base}_{i}"
+    used.add(name)
+    return name
+
+
+def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
+    """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering")."""
+    opset = int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
+    used: set[str] = set()
+    out = []
+    for node in graph.nodes:
+        if node.op_type in SKIP_OPS:
+            continue
+        name = _kernel_name(node, used)
+        lk = lower_group(node, name, opset)
+        schedule_kernel(lk, target)
+        out.append(lk)
+    return out
+
+
+def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) -> list[CompiledKernel]:
+    """Compile every kernel (two at a time: llvmlite releases the GIL inside LLVM)."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda k: compile_kernel(k.func, target), kernels))
+
+
+def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, verify: bool, benchmark: bool,
+                model_proto: Any, input_shapes: Any, stage_ms: dict[str, float]) -> dict[str, Any]:
+    """Lower, compile, run and verify ``graph`` for ``target``; returns a summary dict.
+
+    Raises CompileError (stages ``request``, ``lowering``, ``codegen``, ``run``); a failed
+    verification is reported in ``model.verified`` (``passed: false``), not raised.
+    """
+    tgt = get_target(target)
+    check_runnable(tgt)
+    t0 = time.perf_counter()
+    kernels = lower_graph(graph, tgt)
+    for lk in kernels:
+        events.emit("kernel.lowered", kernel=lk.name, group=lk.group, loop_ir=print_func(lk.func),
+                    schedule=print_schedule(lk.func))
+    stage_ms["lowering"] = stage_ms.get("lowering", 0.0) + (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    compiled = compile_all(kernels, tgt)
+    for lk, ck in zip(kernels, compiled, strict=True):
+        events.emit("kernel.compiled", kernel=lk.name, llvm_ir=ck.llvm_ir, llvm_ir_optimized=ck.llvm_ir_optimized,
+                    asm=ck.asm, compile_ms=round(ck.compile_ms, 3), cached=ck.cached, symbol=ck.symbol)
+    stage_ms["codegen"] = stage_ms.get("codegen", 0.0) + (time.perf_counter() - t0) * 1e3
+    summary: dict[str, Any] = {"kernels": len(kernels), "distinct": len({c.symbol for c in compiled})}
+    if not tgt.runnable or not (verify or benchmark):
+        return summary
+    from .runtime.runner import run_model
+
+    plan = getattr(ctx, "artifacts", {}).get("memory_plan") or graph.metadata.get("memory_plan")
+    if plan is None:
+        from .passes.plan_memory import liveness, place
+
+        plan = place(liveness(graph)[0])
+    t0 = time.perf_counter()
+    res = run_model([{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
+                     for lk, ck in zip(kernels, compiled, strict=True)], graph, plan,
+                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark)
+    elapsed = (time.perf_counter() - t0) * 1e3
+    by_name = {lk.name: lk for lk in kernels}
+    for kt in res.get("kernels", []):
+        lk = by_name[kt["name"]]
+        us = max(kt["median_us"], 1e-3)
+        flops, nbytes = int(lk.func.attrs.get("flops", 0)), int(lk.func.attrs.get("bytes", 0))
+        events.emit("kernel.timed", kernel=lk.name, median_us=round(us, 3), flops=flops, bytes=nbytes,
+                    gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3))
+    if benchmark and "prism_ms" in res:
+        ort_ms = res.get("onnxruntime_ms")
+        events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
+                    onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
+                    ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"])
+        summary.update(prism_ms=res["prism_ms"], onnxruntime_ms=ort_ms)
+    stage_ms["run"] = stage_ms.get("run", 0.0) + elapsed
+    if verify:
+        t0 = time.perf_counter()
+        outs = res.get("outputs", {})
+        if not outs:
+            raise CompileError("verify", "no outputs were compared with ONNX Runtime")
+        passed = all(o["passed"] for o in outs.values())
+        events.emit("model.verified", passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()),
+                    max_rel_error=max(o["max_rel_error"] for o in outs.values()), rtol=1e-3, atol=1e-4,
+                    outputs=outs)
+        summary.update(passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()))
+        stage_ms["verify"] = stage_ms.get("verify", 0.0) + (time.perf_counter() - t0) * 1e3
+    return summary

@@ -1,0 +1,137 @@
+"""The measurement process: ``python -m compiler.runtime.child DIR``.
+
+Runs in a fresh interpreter started by :mod:`compiler.runtime.runner` (never imported by the
+compiler process). Reads ``DIR/manifest.json``, loads the kernel objects (``DIR/<symbol>.o``) into
+one MCJIT engine, allocates the arena (one 64-byte aligned numpy buffer of ``arena_bytes``), binds
+every kernel parameter (arena views at the planned offsets, inputs, outputs, constants from
+``.npy`` files, scratch buffers), and runs the kernels in order. Before each kernel of the first run
+it appends ``start <kernel>`` to ``DIR/progress`` (unbuffered ``os.write``), so that if generated
+code kills the process the parent knows which kernel was running. Then it runs ONNX Runtime
+(``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares, times
+(warm-up, repeats, medians) and writes ``DIR/result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
+    raw = np.zeros(nbytes + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + nbytes]
+
+
+def main(d: Path) -> int:
+    from compiler.runtime.jit import JitModule
+
+    man = json.loads((d / "manifest.json").read_text())
+    jit = JitModule([(d / f"{s}.o").read_bytes() for s in man["symbols"]])
+    arena = _aligned(max(int(man["arena_bytes"]), 64))
+    arrays: dict[str, np.ndarray] = {}
+    inputs = {n: np.load(d / f"input_{i}.npy") for i, n in enumerate(man["inputs"])}
+    for name, b in man["values"].items():
+        dt, shape = np.dtype(b["dtype"]), tuple(b["shape"])
+        if b["kind"] == "arena":
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            arrays[name] = arena[b["offset"]:b["offset"] + nbytes].view(dt).reshape(shape)
+        elif b["kind"] == "input":
+            arrays[name] = np.ascontiguousarray(inputs[name])
+        else:
+            arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, 1)).view(dt)[
+                :int(np.prod(shape, dtype=np.int64))].reshape(shape)
+    consts = {k: np.ascontiguousarray(np.load(d / f)) for k, f in man["consts"].items()}
+    calls = []
+    keep = []
+    for k in man["kernels"]:
+        ptrs = []
+        for a in k["args"]:
+            if a["kind"] == "value":
+                arr = arrays[a["name"]]
+            elif a["kind"] == "const":
+                arr = consts[a["file"]]
+            else:
+                arr = _aligned(max(int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize, 64))
+            keep.append(arr)
+            ptrs.append(arr.ctypes.data)
+        calls.append((k["name"], jit.function(k["symbol"], len(ptrs)), tuple(ptrs)))
+    fd = os.open(d / "progress", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for name, fn, ptrs in calls:
+        os.write(fd, f"start {name}\n".encode())
+        fn(*ptrs)
+    os.write(fd, b"done\n")
+    os.close(fd)
+    outs = {n: arrays[n].copy() for n in man["outputs"]}
+    result: dict = {"kernels": [], "outputs": {}}
+    ort_outs = None
+    sess = None
+    if man["verify"] or man["benchmark"]:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(str(d / "model.onnx"), so, providers=["CPUExecutionProvider"])
+        feed = {n: inputs[n] for n in man["inputs"]}
+        ort_outs = dict(zip(man["ort_outputs"], sess.run(man["ort_outputs"], feed), strict=True))
+    if man["verify"] and ort_outs is not None:
+        for ours, theirs in zip(man["outputs"], man["ort_outputs"], strict=True):
+            result["outputs"][ours] = _compare(outs[ours], ort_outs[theirs], man["rtol"], man["atol"])
+    if man["benchmark"]:
+        t0 = time.perf_counter()
+        for _, fn, ptrs in calls:
+            fn(*ptrs)
+        once = max(time.perf_counter() - t0, 1e-6)
+        repeats = int(min(man["max_repeats"], max(man["min_repeats"], man["budget_s"] / 2 / once)))
+        per = [[] for _ in calls]
+        totals = []
+        pc = time.perf_counter_ns
+        for _ in range(repeats):
+            t_start = pc()
+            for j, (_, fn, ptrs) in enumerate(calls):
+                t = pc()
+                fn(*ptrs)
+                per[j].append(pc() - t)
+            totals.append(pc() - t_start)
+        result["kernels"] = [{"name": c[0], "median_us": float(np.median(p)) / 1e3} for c, p in zip(calls, per,
+                                                                                                   strict=True)]
+        result["prism_ms"] = float(np.median(totals)) / 1e6
+        result["repeats"] = repeats
+        if sess is not None:
+            feed = {n: inputs[n] for n in man["inputs"]}
+            sess.run(man["ort_outputs"], feed)
+            ts = []
+            for _ in range(repeats):
+                t = pc()
+                sess.run(man["ort_outputs"], feed)
+                ts.append(pc() - t)
+            result["onnxruntime_ms"] = float(np.median(ts)) / 1e6
+    (d / "result.json").write_text(json.dumps(result))
+    return 0
+
+
+def _compare(p: np.ndarray, o: np.ndarray, rtol: float, atol: float) -> dict:
+    p64, o64 = p.astype(np.float64), np.asarray(o).astype(np.float64)
+    if p64.shape != o64.shape:
+        return {"passed": False, "max_abs_error": float("inf"), "max_rel_error": float("inf"),
+                "message": f"shape {p64.shape} != {o64.shape}"}
+    scale = float(np.max(np.abs(o64))) if o64.size else 0.0
+    atol_eff = atol * scale
+    err = np.abs(p64 - o64)
+    finite = bool(np.all(np.isfinite(p64) == np.isfinite(o64)))
+    err = np.where(np.isfinite(err), err, 0.0)
+    ok = finite and bool(np.all(err <= atol_eff + rtol * np.abs(o64)))
+    rel = err / np.maximum(np.abs(o64), max(atol_eff, 1e-30))
+    return {"passed": ok, "max_abs_error": float(err.max(initial=0.0)), "max_rel_error": float(rel.max(initial=0.0)),
+            "scale": scale, "atol_effective": atol_eff}
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,0 +1,143 @@
+"""Run a compiled model in a child process: verify against ONNX Runtime, time kernels and model.
+
+:func:`run_model` writes everything the measurement needs into a temporary directory (kernel
+objects, constants as ``.npy``, seeded random inputs, the ONNX model for ONNX Runtime and a JSON
+manifest with the arena plan and the kernel call list), starts ``python -m compiler.runtime.child``
+as a fresh interpreter with ``subprocess`` (Celery's prefork workers are daemonic and
+``multiprocessing`` refuses to start children there), and reads back ``result.json``. A crash of
+generated code (a signal, a non-zero exit) becomes ``CompileError(stage="run", kernel=...)`` naming the
+kernel that was running, read from the child's progress markers; the calling process carries on.
+
+Verification (fp32): with ``o`` ONNX Runtime's output and ``p`` Prism's, ``scale = max|o|`` and
+``atol_eff = atol * scale``, an output passes when every element has ``|p - o| <= atol_eff + rtol *
+|o|`` (defaults ``rtol = 1e-3``, ``atol = 1e-4``) and both are finite at the same places.
+``max_abs_error = max |p - o|``; ``max_rel_error = max |p - o| / max(|o|, atol_eff)``.
+
+Timing: one warm-up run, then ``repeats`` runs (enough for about ``budget_s / 2`` seconds, clamped
+to [``min_repeats``, ``max_repeats``]); each kernel's time is the median of its calls (µs), the model's
+the median of whole runs (ms), single thread. ONNX Runtime runs in the same child process with
+one intra-op thread, sequential execution, the same inputs and the same number of repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError
+from ..ir import Graph
+from ..loops.lower import KernelArg
+
+
+def _np_dtype(short: str) -> str:
+    return {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
+            "bool": "bool"}[short]
+
+
+def make_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs: standard normal floats, zeros for integer inputs (shapes from the graph IR)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in graph.inputs:
+        assert v.type is not None and v.type.is_static
+        shape = tuple(int(d) for d in v.type.shape)  # type: ignore[union-attr]
+        dt = np.dtype(_np_dtype(v.type.short))
+        out[v.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+    return out
+
+
+def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_bytes: bytes, *, verify: bool,
+              benchmark: bool, rtol: float = 1e-3, atol: float = 1e-4, budget_s: float = 4.0,
+              min_repeats: int = 5, max_repeats: int = 50, timeout_s: float = 900.0) -> dict[str, Any]:
+    """Run ``kernels`` (dicts with ``name``, ``symbol``, ``obj``, ``args``: list of KernelArg) in order.
+
+    Returns the child's result: ``kernels`` [{name, median_us}], ``prism_ms``, ``onnxruntime_ms``,
+    ``repeats``, ``outputs`` {name: {passed, max_abs_error, max_rel_error, ...}}. Raises
+    CompileError(stage="run") on a crash (naming the kernel) or a timeout.
+    """
+    offsets = {b.value: b.offset for b in plan.buffers} if plan is not None else {}
+    arena_bytes = int(plan.arena_bytes) if plan is not None else 0
+    graph_inputs = {v.name for v in graph.inputs}
+    with tempfile.TemporaryDirectory(prefix="prism-run-") as tmp:
+        d = Path(tmp)
+        symbols: dict[str, bytes] = {}
+        values: dict[str, dict[str, Any]] = {}
+        consts: dict[str, str] = {}
+        const_ids: dict[int, str] = {}
+        calls = []
+        for k in kernels:
+            symbols.setdefault(k["symbol"], k["obj"])
+            args = []
+            for a in k["args"]:
+                a: KernelArg  # type: ignore[no-redef]
+                if a.kind == "value":
+                    if a.name not in values:
+                        kind = "input" if a.name in graph_inputs else "arena" if a.name in offsets else "heap"
+                        values[a.name] = {"kind": kind, "dtype": _np_dtype(a.buffer.dtype),
+                                          "shape": list(a.buffer.shape), "offset": offsets.get(a.name, 0)}
+                    args.append({"kind": "value", "name": a.name})
+                elif a.kind == "const":
+                    key = const_ids.get(id(a.data))
+                    if key is None:
+                        key = f"const_{len(const_ids)}.npy"
+                        const_ids[id(a.data)] = key
+                        np.save(d / key, np.ascontiguousarray(a.data))
+                        consts[key] = key
+                    args.append({"kind": "const", "file": key})
+                else:
+                    args.append({"kind": "scratch", "dtype": _np_dtype(a.buffer.dtype), "shape": list(a.buffer.shape)})
+            calls.append({"name": k["name"], "symbol": k["symbol"], "args": args})
+        for s, obj in symbols.items():
+            (d / f"{s}.o").write_bytes(obj)
+        inputs = make_inputs(graph)
+        for i, (n, arr) in enumerate(inputs.items()):
+            np.save(d / f"input_{i}.npy", arr)
+        (d / "model.onnx").write_bytes(model_bytes)
+        import onnx
+
+        ort_outputs = [o.name for o in onnx.load_model_from_string(model_bytes).graph.output]
+        outputs = [v.name for v in graph.outputs]
+        for o in outputs:
+            if o not in values:
+                raise CompileError("run", f"graph output %{o} is not written by any kernel")
+        man = {"symbols": list(symbols), "arena_bytes": arena_bytes, "values": values, "consts": consts,
+               "kernels": calls, "inputs": list(inputs), "outputs": outputs, "ort_outputs": ort_outputs,
+               "verify": verify, "benchmark": benchmark, "rtol": rtol, "atol": atol, "budget_s": budget_s,
+               "min_repeats": min_repeats, "max_repeats": max_repeats}
+        (d / "manifest.json").write_text(json.dumps(man))
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        try:
+            proc = subprocess.run([sys.executable, "-m", "compiler.runtime.child", str(d)], env=env,
+                                  capture_output=True, text=True, timeout=timeout_s, cwd=root)
+        except subprocess.TimeoutExpired:
+            raise CompileError("run", f"the run did not finish within {timeout_s:.0f} s",
+                               kernel=_running(d)) from None
+        if proc.returncode != 0:
+            kernel = _running(d)
+            how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+                   else f"exited with status {proc.returncode}")
+            tail = (proc.stderr.strip().splitlines() or [""])[-1][:300]
+            where = f"in kernel {kernel}" if kernel else "outside the kernels"
+            raise CompileError("run", f"generated code crashed {where}: {how} {tail}".strip(), kernel=kernel)
+        return json.loads((d / "result.json").read_text())
+
+
+def _running(d: Path) -> str | None:
+    """The kernel that started last and did not finish, from the child's progress markers."""
+    p = d / "progress"
+    if not p.exists():
+        return None
+    lines = p.read_text().splitlines()
+    if not lines or lines[-1] == "done":
+        return None
+    return lines[-1].removeprefix("start ")
