@@ -17,7 +17,9 @@ Placement: greedy by size with best-fit offsets (Pisarchyk & Lee, "Efficient Mem
 for Deep Neural Net Inference", 2020, "Greedy by Size for Offset Calculation"; the same idea as
 TFLite's arena planner): buffers in decreasing size order (ties: earlier first use, then name);
 each goes into the smallest gap between already-placed buffers whose lifetimes overlap its own
-that fits it, else on top of the highest of them. Sizes are rounded up to ``alignment`` bytes (64
+that fits it, else on top of the highest of them. The same best fit is also run in decreasing
+size x lifetime order and in first-use order, and the smallest arena is kept (on DenseNet-121,
+size order alone gives 1.11x the lower bound); the remark names the order used. Sizes are rounded up to ``alignment`` bytes (64
 by default: a cache line and an AVX-512 vector), so every offset is aligned.
 
 Reported figures (bytes): ``arena_bytes`` (the arena's size), ``no_sharing_bytes`` (sum of the
@@ -62,6 +64,7 @@ class MemoryPlan:
     buffers: list[Buffer] = field(default_factory=list)
     alignment: int = 64
     schedule: list[str] = field(default_factory=list)
+    strategy: str = "size"
 
     def to_dict(self) -> dict[str, Any]:
         """The ``memory.planned`` event payload (DESIGN.md "Events")."""
@@ -107,12 +110,25 @@ def liveness(graph: Graph) -> tuple[list[tuple[str, int, int, int]], list[str]]:
     return out, dynamic
 
 
-def place(intervals: list[tuple[str, int, int, int]], alignment: int = 64) -> MemoryPlan:
-    """Greedy-by-size best-fit placement of ``(name, bytes, first, last)`` intervals."""
+#: placement orders tried; the smallest arena wins (ties: the first listed)
+ORDERS = {
+    "size": lambda b: (-b.aligned, b.first, b.value),
+    "size-x-lifetime": lambda b: (-b.aligned * (b.last - b.first + 1), b.first, b.value),
+    "first-use": lambda b: (b.first, -b.aligned, b.value),
+}
+
+
+def place(intervals: list[tuple[str, int, int, int]], alignment: int = 64,
+          order: str | None = None) -> MemoryPlan:
+    """Best-fit placement of ``(name, bytes, first, last)`` intervals in the given ``order`` (a
+    key of :data:`ORDERS`), or in each order keeping the smallest arena when ``order`` is None."""
+    if order is None:
+        plans = [place(intervals, alignment, o) for o in ORDERS]
+        return min(plans, key=lambda p: p.arena_bytes)
     bufs = [Buffer(name, 0, size, first, lst, _align(max(size, 1), alignment))
             for name, size, first, lst in intervals]
     placed: list[Buffer] = []
-    for b in sorted(bufs, key=lambda b: (-b.aligned, b.first, b.value)):
+    for b in sorted(bufs, key=ORDERS[order]):
         conflicts = sorted((p for p in placed if p.first <= b.last and b.first <= p.last),
                            key=lambda p: p.offset)
         best, best_gap, top = None, None, 0
@@ -135,6 +151,7 @@ def place(intervals: list[tuple[str, int, int, int]], alignment: int = 64) -> Me
         lower_bound_bytes=max(live, default=0),
         buffers=bufs,
         alignment=alignment,
+        strategy=order,
     )
 
 
@@ -167,7 +184,8 @@ class PlanMemory(Pass):
             f"arena {plan.arena_bytes} bytes for {len(plan.buffers)} buffers over "
             f"{len(graph.nodes)} steps: {ratio:.2f}x smaller than no sharing "
             f"({plan.no_sharing_bytes} bytes), {gap:.3f}x the max-live lower bound "
-            f"({plan.lower_bound_bytes} bytes)", [], **stats))
+            f"({plan.lower_bound_bytes} bytes); best-fit in {plan.strategy} order", [],
+            strategy=plan.strategy, **stats))
         for name in dynamic:
             remarks.append(self.remark(
                 "missed", f"not planned: %{name} has a non-static shape; the runtime allocates it",
