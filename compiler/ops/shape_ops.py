@@ -107,7 +107,10 @@ def infer_unsqueeze(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     axes = _axes(ctx, 1, 13)
     if axes is None:
-        raise ctx.fail("axes are required (as a constant)", attribute="axes")
+        n = ctx.shape(1)[0] if ctx.opset >= 13 and ctx.has(1) else None
+        if not isinstance(n, int):
+            raise ctx.fail("axes are required", attribute="axes")
+        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x) + n)])]  # axes known at run time only
     r = len(x) + len(axes)
     norm = sorted(ctx.axis(a, r, "axes") for a in axes)
     if len(set(norm)) != len(norm):
