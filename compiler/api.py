@@ -218,12 +218,14 @@ def compile(
     verify: bool = True,
     benchmark: bool = True,
     check_passes: bool = False,
+    backend: bool = True,
 ) -> CompileResult:
     """Compile an ONNX model (bytes, path or ``ModelProto``) for ``target`` with ``pipeline``.
 
     ``input_shapes`` binds symbolic input dims (``{"images": [1, 3, 320, 320]}``). Events go to
     ``on_event`` synchronously as they happen. ``check_passes`` runs the exported model after every
-    pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). Never raises a
+    pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). ``backend=False``
+    stops after the graph passes (no lowering, codegen, run or verify). Never raises a
     CompileError: failures end in a ``compile.failed`` event and ``result.error``.
     """
     events = EventStream(on_event)
@@ -267,7 +269,7 @@ def compile(
         stage_ms["passes"] = (time.perf_counter() - t0) * 1000.0
 
         # ---- back end hook (owned by the back-end engineer; keep this call site small) ----
-        if importlib.util.find_spec(f"{__package__}.build") is not None:
+        if backend and importlib.util.find_spec(f"{__package__}.build") is not None:
             stage = "lowering"
             from . import build
 

@@ -106,7 +106,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            on_event=on_event, verify=args.verify, benchmark=args.benchmark,
-                           check_passes=args.check_passes)
+                           check_passes=args.check_passes, backend=not args.no_backend)
     report = result.to_dict()
     if args.emit_dir:
         _emit_files(Path(args.emit_dir), report, result.events)
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after every pass run the exported model in ONNX Runtime and compare")
     c.add_argument("--verify", action="store_true", help="verify outputs against ONNX Runtime (back end)")
     c.add_argument("--benchmark", action="store_true", help="time kernels and the model (back end)")
+    c.add_argument("--no-backend", action="store_true", help="stop after the graph passes")
     c.set_defaults(func=cmd_compile)
     i = sub.add_parser("inspect", help="describe a model's inputs and outputs")
     i.add_argument("model")

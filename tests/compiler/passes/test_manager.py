@@ -1,0 +1,104 @@
+"""The pass manager's instruments: events per pass, verifier, failures naming the pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import compiler
+from compiler.frontend import load
+from compiler.ir import Graph
+from compiler.passes import REGISTRY, Pass, PassContext, PassResult
+from compiler.passes.verify import verify_graph
+
+
+class _BreakIR(Pass):
+    """Test pass: makes the first node read a value defined after it (breaks def-before-use)."""
+
+    name = "test-break-ir"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        graph.nodes.reverse()
+        return PassResult(True)
+
+
+class _Crash(Pass):
+    """Test pass: raises."""
+
+    name = "test-crash"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        raise RuntimeError("boom")
+
+
+@pytest.fixture
+def test_passes() -> Iterator[None]:
+    REGISTRY[_BreakIR.name] = _BreakIR
+    REGISTRY[_Crash.name] = _Crash
+    yield
+    del REGISTRY[_BreakIR.name], REGISTRY[_Crash.name]
+
+
+def test_pass_events_and_stats(squeezenet_path) -> None:
+    got: list[dict] = []
+    r = compiler.compile(squeezenet_path, pipeline="fold-constants,eliminate-dead-code", on_event=got.append,
+                         backend=False)
+    assert r.ok, r.error
+    assert got == r.events
+    types = [e["type"] for e in got]
+    assert types[0] == "compile.started" and types[-1] == "compile.finished"
+    started = [e for e in got if e["type"] == "pass.started"]
+    finished = [e for e in got if e["type"] == "pass.finished"]
+    assert [e["name"] for e in started] == [e["name"] for e in finished] == ["fold-constants", "eliminate-dead-code"]
+    fold = finished[0]
+    assert fold["index"] == 0 and fold["changed"] is True and fold["duration_ms"] >= 0
+    assert fold["options"] == {"max-bytes": 512 * 1024 * 1024}
+    # 39 ConstantOfShape weights fold into constants: 105 nodes -> 66 (counted from the ONNX file)
+    assert fold["stats"]["nodes"] == 66 and fold["stats"]["groups"] == 0
+    assert fold["ir"].startswith("graph @") and "ConstantOfShape" not in fold["ir"]
+    assert all(r_["pass"] == "fold-constants" and r_["kind"] in ("applied", "missed", "analysis") for r_ in fold["remarks"])
+
+
+def test_verifier_failure_names_the_pass(squeezenet_path, test_passes) -> None:
+    r = compiler.compile(squeezenet_path, pipeline="fold-constants,test-break-ir", backend=False)
+    assert not r.ok
+    assert r.error["stage"] == "passes" and r.error["pass"] == "test-break-ir"
+    assert "verification failed after pass test-break-ir" in r.error["message"]
+    assert r.events[-1]["type"] == "compile.failed"
+
+
+def test_crashing_pass_is_compile_failed(squeezenet_path, test_passes) -> None:
+    r = compiler.compile(squeezenet_path, pipeline="test-crash", backend=False)
+    assert not r.ok and r.error["pass"] == "test-crash" and "boom" in r.error["message"]
+    assert [e["type"] for e in r.events] == ["compile.started", "pass.started", "compile.failed"]
+
+
+def test_verifier_accepts_imported_models(squeezenet_path, silero_path) -> None:
+    g, _ = load(squeezenet_path)
+    verify_graph(g)
+    g2, _ = load(silero_path, {"input": [1, 512], "state": [2, 1, 128]})
+    verify_graph(g2)
+
+
+def test_o2_emits_graph_fused_and_memory_planned(light_dir) -> None:
+    r = compiler.compile(light_dir / "light_resnet50.onnx", pipeline="O2", backend=False)
+    assert r.ok, r.error
+    seqs = [e["seq"] for e in r.events]
+    assert seqs == list(range(len(seqs)))
+    types = [e["type"] for e in r.events]
+    assert sum(t in ("compile.finished", "compile.failed") for t in types) == 1
+    i_fuse = next(i for i, e in enumerate(r.events) if e["type"] == "pass.finished" and e["name"] == "fuse-ops")
+    assert types[i_fuse + 1] == "graph.fused"
+    fused = r.events[i_fuse + 1]
+    ids = {n["id"] for n in fused["nodes"]}
+    assert fused["groups"] and all(set(g["nodes"]) <= ids for g in fused["groups"])
+    assert all(e["source"] in ids and e["target"] in ids for e in fused["edges"])
+    # every Conv of resnet50 is in a group (53 convolutions in the ONNX file)
+    assert sum(1 for n in fused["nodes"] if n["op_type"] == "Conv" and n["group"]) == 53
+    mem = r.of_type("memory.planned")
+    assert len(mem) == 1 and mem[0]["arena_bytes"] <= mem[0]["no_sharing_bytes"]
+    assert mem[0]["lower_bound_bytes"] <= mem[0]["arena_bytes"]
+    rep = r.to_dict()
+    assert rep["fusion"]["groups"] == fused["groups"] and rep["memory"]["arena_bytes"] == mem[0]["arena_bytes"]
+    assert rep["error"] is None and len(rep["passes"]) == 7
