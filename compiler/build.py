@@ -22,6 +22,7 @@ from .ir import FusedGroup, Graph
 from .loops.lower import LoweredKernel, lower_group
 from .loops.printer import print_func, print_schedule
 from .schedule import schedule_kernel
+from .schedule.microkernel import try_microkernel
 from .targets import Target, check_runnable, get_target
 
 SKIP_OPS = {"Constant"}
@@ -47,8 +48,10 @@ def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
         if node.op_type in SKIP_OPS:
             continue
         name = _kernel_name(node, used)
-        lk = lower_group(node, name, opset)
-        schedule_kernel(lk, target)
+        lk = try_microkernel(node, name, opset, target)
+        if lk is None:
+            lk = lower_group(node, name, opset)
+            schedule_kernel(lk, target)
         out.append(lk)
     return out
 

@@ -79,6 +79,13 @@ def _linear(e: Expr, v: str) -> int | None:
     return 0 if v not in free_vars(e) else None
 
 
+def _unclamp(e: Expr) -> Expr:
+    """``e`` without outer ``min``/``max`` with a constant bound."""
+    while isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Int):
+        e = e.a
+    return e
+
+
 class _V:
     """An SSA value with its lane count (1: scalar)."""
 
@@ -123,18 +130,38 @@ class KernelCodegen:
         elif isinstance(s, If):
             c = self._ev(s.cond)
             if c.lanes != 1:
-                raise CompileError("codegen", f"{self.f.name}: a lane-varying 'if' is not supported",
-                                   kernel=self.f.name)
+                self._masked(s, c)
+                return
             with self.b.if_then(c.val):
                 self._stmt(s.then)
         else:
             raise TypeError(type(s))
 
+    def _masked(self, s: If, mask: _V) -> None:
+        """A lane-varying ``if`` around contiguous stores: ``llvm.masked.store`` with the condition as mask."""
+        stores = s.then.stmts if isinstance(s.then, Seq) else [s.then]
+        for st in stores:
+            if not isinstance(st, Store):
+                raise CompileError("codegen", f"{self.f.name}: a lane-varying 'if' may only guard stores",
+                                   kernel=self.f.name)
+            kind, where = self._addr(st.buf, st.indices)
+            if kind != "vector":
+                raise CompileError("codegen", f"{self.f.name}: masked store to {st.buf.name} is not contiguous",
+                                   kernel=self.f.name)
+            val = self._widen(self._ev(st.value), mask.lanes).val
+            vt = val.type
+            name = f"llvm.masked.store.v{mask.lanes}{'f32' if st.buf.dtype == 'f32' else st.buf.dtype}.p0"
+            fn = self.m.globals.get(name) or ir.Function(
+                self.m, ir.FunctionType(ir.VoidType(), [vt, PTR, ir.IntType(32), mask.val.type]), name)
+            self.b.call(fn, [val, where, ir.IntType(32)(4), mask.val])
+
     def _alloc(self, buf: Buffer) -> None:
         lanes = self.vec[1] if self.vec else 1
         ety = MTYPE[buf.dtype] if lanes == 1 else ir.VectorType(MTYPE[buf.dtype], lanes)
         eb = ir.IRBuilder(self.entry)
-        self.ptr[buf.name] = eb.alloca(ety, size=buf.numel, name=buf.name)
+        slot = eb.alloca(ety, size=buf.numel, name=buf.name)
+        slot.type = PTR  # opaque pointer (LLVM 22 has no typed pointers): loads/stores of any type
+        self.ptr[buf.name] = slot
         if lanes > 1:
             self.vlocal[buf.name] = lanes
 
@@ -259,6 +286,9 @@ class KernelCodegen:
         if isinstance(e, Bin):
             return self._bin(e)
         if isinstance(e, Select):
+            masked = self._masked_load(e)
+            if masked is not None:
+                return masked
             c, t, f = self._ev(e.cond), self._ev(e.t), self._ev(e.f)
             n = max(c.lanes, t.lanes, f.lanes)
             c, t, f = self._widen(c, n), self._widen(t, n), self._widen(f, n)
@@ -271,6 +301,30 @@ class KernelCodegen:
             args = [self._widen(a, n) for a in args]
             return _V(self.intr.call(self.b, e.fn, [a.val for a in args]), n)
         raise CompileError("codegen", f"{self.f.name}: cannot emit {type(e).__name__}", kernel=self.f.name)
+
+    def _masked_load(self, e: Select) -> _V | None:
+        """``select(cond, buf[clamp(i)], pad)`` with ``i`` contiguous in the vector lane: one
+        ``llvm.masked.load`` at the unclamped address with ``cond`` as mask and ``pad`` as pass-through
+        (the clamp only exists to keep scalar reads in bounds; masked lanes are not read)."""
+        if self.vec is None or not isinstance(e.t, Load) or e.t.buf.name in self.vlocal:
+            return None
+        buf = e.t.buf
+        if buf.scope == "local" or buf.dtype != "f32":
+            return None
+        v, lanes = self.vec
+        flat = flat_index(buf, tuple(_unclamp(i) for i in e.t.indices))
+        if _linear(flat, v) != 1:
+            return None
+        c, f = self._ev(e.cond), self._ev(e.f)
+        if c.lanes != lanes:
+            return None
+        base = self._ev(substitute(flat, {v: Var("__base_" + v)}))
+        ptr = self.b.gep(self.ptr[buf.name], [base.val], source_etype=MTYPE[buf.dtype])
+        vt = ir.VectorType(MTYPE[buf.dtype], lanes)
+        name = f"llvm.masked.load.v{lanes}f32.p0"
+        fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(vt, [PTR, ir.IntType(32), c.val.type,
+                                                                                 vt]), name)
+        return _V(self.b.call(fn, [ptr, ir.IntType(32)(4), c.val, self._widen(f, lanes).val]), lanes)
 
     def _load(self, e: Load) -> _V:
         kind, where = self._addr(e.buf, e.indices)

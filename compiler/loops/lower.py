@@ -15,6 +15,7 @@ An op without a lowering raises ``CompileError(stage="lowering")`` naming the no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,10 @@ class LoweredKernel:
     args: list[KernelArg] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    pending: list[Any] = field(default_factory=list)
+    prelude: list[Any] = field(default_factory=list)
+    lowering: Any = None
+    nodes: list[Any] = field(default_factory=list)
 
 
 def _static(v: Value) -> tuple[str, tuple[int, ...]]:
@@ -58,8 +63,15 @@ def _static(v: Value) -> tuple[str, tuple[int, ...]]:
     return t.short, tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
 
 
-def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
-    """Lower a FusedGroup (or any single node, as a one-node group) to a kernel named ``kernel``."""
+def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any] | None = None,
+                build: bool = True) -> LoweredKernel:
+    """Lower a FusedGroup (or any single node, as a one-node group) to a kernel named ``kernel``.
+
+    ``override`` maps ``id(node)`` of an inner node to a replacement lowering (used by the
+    micro-kernel schedules to read the anchor's value from its accumulators). With ``build=False``
+    the output computes are not emitted: ``lk.pending`` holds ``(output buffer, tensor)`` pairs and
+    ``lk.prelude`` the statements before them, for a schedule that builds its own loop nest.
+    """
     if isinstance(node, FusedGroup):
         nodes = list(node.body.nodes)
         inner_in = list(node.body.inputs)
@@ -76,6 +88,7 @@ def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
     lw = Lowering()
     ctx = LowerCtx(opset, lw)
     lk = LoweredKernel(kernel, node.name or kernel, PrimFunc(kernel, [], Seq([])))
+    lk.nodes = nodes
     env: dict[int, Tensor] = {}
     upstream: dict[int, set[int]] = {}  # value id -> ids of unmaterialized reducing nodes it depends on
 
@@ -118,7 +131,7 @@ def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
         upstream[id(v)] = set()
 
     for n in nodes:
-        fn = LOWERINGS.get(n.op_type)
+        fn = (override or {}).get(id(n)) or LOWERINGS.get(n.op_type)
         if fn is None or n.domain not in ("", "ai.onnx"):
             raise CompileError("lowering", f"no lowering for op {n.op_type} (node {n.label})", node=n.label,
                                op=n.op_type)
@@ -153,6 +166,7 @@ def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
     for iv in inner_out:
         for c in upstream.get(id(iv), set()):
             counts[c] = counts.get(c, 0) + 1
+    lk.pending = []
     for iv, ov in zip(inner_out, outer_out, strict=True):
         if any(counts[c] > 1 for c in upstream.get(id(iv), set())):
             for n in nodes:
@@ -164,7 +178,21 @@ def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
         buf = out_bufs[id(iv)]
         lk.args.append(KernelArg("value", ov.name, buf))
         lk.outputs.append(ov.name)
-        body.append(lw.compute(buf, t.fn))
+        if build:
+            body.append(lw.compute(buf, t.fn))
+        else:
+            lk.pending.append((buf, t))
+    lk.prelude = list(body)
+    lk.lowering = lw
+    if not build:
+        return lk
+    finalize(lk, body)
+    return lk
+
+
+def finalize(lk: LoweredKernel, body: list[Stmt]) -> None:
+    """Build ``lk.func`` from ``body`` and record bindings, ops, computes, FLOPs and bytes."""
+    kernel, nodes, lw = lk.name, lk.nodes, lk.lowering
     lk.func = PrimFunc(kernel, [a.buffer for a in lk.args], body[0] if len(body) == 1 else Seq(body))
     lk.func.attrs["bindings"] = [f"{a.buffer.name} = {a.kind} %{a.name}" if a.kind != "scratch"
                                  else f"{a.buffer.name} = scratch" for a in lk.args]
@@ -173,7 +201,6 @@ def lower_group(node: Node, kernel: str, opset: int) -> LoweredKernel:
     lk.func.attrs["flops"] = count_flops(lk.func.body)
     lk.func.attrs["bytes"] = int(sum(a.buffer.numel * np.dtype(_np(a.buffer.dtype)).itemsize for a in lk.args
                                      if a.kind != "scratch"))
-    return lk
 
 
 def _np(dt: str) -> str:

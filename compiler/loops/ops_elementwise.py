@@ -17,7 +17,23 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Node
-from .ir import Bin, Buffer, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, land, mul, select, sub
+from .ir import (
+    Bin,
+    Buffer,
+    Cast,
+    Expr,
+    Float,
+    Int,
+    add,
+    call,
+    emax,
+    emin,
+    floordiv,
+    land,
+    mul,
+    select,
+    sub,
+)
 from .tensor import Tensor, broadcast_to, clamp, from_buffer, norm_axis, reshape
 
 Lower = Callable[["LowerCtx", Node, list[Tensor | None]], list[Tensor]]
@@ -296,7 +312,7 @@ def _slice(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
             else [1] * len(starts)
     first = [0] * x.rank
     step = [1] * x.rank
-    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+    for s, _e, a, st in zip(starts, ends, axes, steps, strict=True):
         a = norm_axis(node, int(a), x.rank, "axes")
         d = x.shape[a]
         s = s + d if s < 0 else s

@@ -21,9 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+SLACK = 4096  # bytes after every buffer: micro-kernel tails may read (never store) past a row
+
 
 def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
-    raw = np.zeros(nbytes + align, np.uint8)
+    raw = np.zeros(nbytes + align + SLACK, np.uint8)
     off = (-raw.ctypes.data) % align
     return raw[off:off + nbytes]
 
@@ -42,7 +44,9 @@ def main(d: Path) -> int:
             nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
             arrays[name] = arena[b["offset"]:b["offset"] + nbytes].view(dt).reshape(shape)
         elif b["kind"] == "input":
-            arrays[name] = np.ascontiguousarray(inputs[name])
+            src = inputs[name]
+            arrays[name] = _aligned(max(src.nbytes, 1)).view(src.dtype)[:src.size].reshape(src.shape)
+            arrays[name][...] = src
         else:
             arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, 1)).view(dt)[
                 :int(np.prod(shape, dtype=np.int64))].reshape(shape)

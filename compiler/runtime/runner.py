@@ -98,7 +98,7 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
         for s, obj in symbols.items():
             (d / f"{s}.o").write_bytes(obj)
         inputs = make_inputs(graph)
-        for i, (n, arr) in enumerate(inputs.items()):
+        for i, (_n, arr) in enumerate(inputs.items()):
             np.save(d / f"input_{i}.npy", arr)
         (d / "model.onnx").write_bytes(model_bytes)
         import onnx

@@ -9,7 +9,7 @@ from .default import apply_default
 
 
 def schedule_kernel(lk: Any, target: Target) -> None:
-    """Apply the schedule for a lowered kernel (``LoweredKernel``) in place."""
+    """Apply the default rule-based schedule for a lowered kernel (``LoweredKernel``) in place."""
     apply_default(lk.func, target)
 
 
