@@ -49,7 +49,10 @@ export interface Pipeline {
 
 export interface Sample {
   name: string;
-  available: boolean;
+  description?: string;
+  /** True when the model file is already on this server (older servers say `available`). */
+  cached?: boolean;
+  available?: boolean;
   input_shapes?: Record<string, Dim[]>;
   source?: string;
   [extra: string]: unknown;

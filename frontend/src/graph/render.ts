@@ -22,6 +22,8 @@ export interface Drawing {
   select(id: string | null): { x: number; y: number } | null;
   centerOn(p: { x: number; y: number }): void;
   fit(): void;
+  /** A readable start: the whole graph if it fits at 50% or more, else its top at 60-100%. */
+  home(): void;
   zoomBy(f: number): void;
 }
 
@@ -172,6 +174,18 @@ export function draw(input: DrawInput): Drawing {
       const hh = laid.height ?? 1;
       k = Math.min(1.5, Math.max(0.02, Math.min((r.width || 800) / w, (r.height || 600) / hh) * 0.95));
       tx = ((r.width || 800) - w * k) / 2;
+      ty = 10;
+      apply();
+    },
+    home() {
+      const r = root.getBoundingClientRect();
+      const vw = r.width || 800;
+      const vh = r.height || 600;
+      const w = laid.width ?? 1;
+      const all = Math.min(vw / w, vh / (laid.height ?? 1)) * 0.95;
+      if (all >= 0.5) return this.fit();
+      k = Math.max(0.6, Math.min(1, (vw / w) * 0.95));
+      tx = Math.max(10, (vw - w * k) / 2);
       ty = 10;
       apply();
     },

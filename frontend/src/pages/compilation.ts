@@ -36,7 +36,8 @@ export function compilationPage(first: CompilationView): CompilationPage {
   let view = first;
   let state: CompilationState = initialState();
   let meta: Compilation | null = null;
-  let lastPass = 0;
+  /** The pass the IR tab opens: the one last viewed, else the latest. */
+  let lastPass: number | null = null;
 
   const title = h("div", { class: "title" }, h("span", { class: "muted" }, "Compilation "), h("code", null, id));
   const status = h("span", { class: "status-badge" }, "loading");
@@ -58,7 +59,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
     const active = tabOf(view);
     const items: [Tab, string, CompilationView][] = [
       ["summary", "Summary", { page: "compilation", id, view: "summary" }],
-      ["pass", "IR", { page: "compilation", id, view: "pass", pass: view.view === "pass" ? view.pass : lastPass, diff: view.view === "pass" && view.diff }],
+      ["pass", "IR", { page: "compilation", id, view: "pass", pass: view.view === "pass" ? view.pass : (lastPass ?? Math.max(0, state.passes.length - 1)), diff: view.view === "pass" && view.diff }],
       ["graph", "Fusion graph", { page: "compilation", id, view: "graph", node: view.view === "graph" ? view.node : null }],
       ["kernels", `Kernels${state.kernels.size ? ` (${state.kernels.size})` : ""}`, view.view === "kernel" ? view : { page: "compilation", id, view: "kernels" }],
       ["remarks", `Remarks (${state.passes.reduce((s, p) => s + (p.remarks?.length ?? 0), 0)})`, { page: "compilation", id, view: "remarks" }],
@@ -71,7 +72,6 @@ export function compilationPage(first: CompilationView): CompilationPage {
   const render = () => {
     frame = 0;
     if (view.view === "pass") lastPass = view.pass;
-    else if (lastPass >= state.passes.length) lastPass = Math.max(0, state.passes.length - 1);
     const ctx = { id, state, view, meta };
     const st = state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : (meta?.status ?? "loading");
     status.className = `status-badge ${st}`;

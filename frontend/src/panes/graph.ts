@@ -72,7 +72,7 @@ export function graphPane(): Pane {
       if (f !== fusion) return;
       drawing = draw({ laid: graph, built, nodes, groups, onSelect: select });
       replace(canvas, drawing.svg);
-      drawing.fit();
+      drawing.home();
       replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       shownNode = undefined;
       showSelection(true);

@@ -88,8 +88,9 @@ export function startPage(): HTMLElement {
       replace(gallery, ...samples.map((s) => {
         const b = h("button", { class: "sample", dataset: { sample: s.name }, title: s.source ?? "" },
           h("span", { class: "sample-name" }, s.name),
-          h("span", { class: "sample-note muted" }, s.available ? "ready" : "fetched on first use"),
-          s.input_shapes ? h("span", { class: "sample-shapes muted" }, Object.entries(s.input_shapes).map(([k, v]) => `${k}${fmtShape(v)}`).join(" ")) : null);
+          s.description ? h("span", { class: "sample-desc" }, s.description) : null,
+          h("span", { class: "sample-note muted" }, (s.cached ?? s.available) ? "ready" : "fetched on first use"),
+          s.input_shapes && Object.keys(s.input_shapes).length ? h("span", { class: "sample-shapes muted" }, Object.entries(s.input_shapes).map(([k, v]) => `${k}${fmtShape(v)}`).join(" ")) : null);
         b.addEventListener("click", () => {
           b.disabled = true;
           replace(upMsg, `Preparing sample ${s.name}…`);

@@ -1,0 +1,81 @@
+"""Browser tests: Debian's Chromium driven by Playwright (headless) against a real Prism stack
+(daphne, a Celery worker, Redis) built by tests/explorer/prism_stack.py.
+
+Chromium comes from apt (`apt-get install chromium`), never from `playwright install`. Without
+it these tests are skipped, unless PRISM_REQUIRE_BROWSER=1 (set by .ci/run), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "explorer"))
+
+from prism_stack import Stack  # noqa: E402
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def chromium_path() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("PRISM_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    if not (REPO / "frontend" / "dist" / "index.html").exists():
+        _missing("frontend/dist is not built: run `cd frontend && npm ci && npm run build`")
+    s = Stack(tmp_path_factory.mktemp("browser-stack"))
+    try:
+        s.start_web()
+        s.start_worker("worker")
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    exe = chromium_path()
+    if exe is None:
+        _missing("Chromium is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -r requirements-dev.txt)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def context(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, permissions=["clipboard-read", "clipboard-write"])
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(context):
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors  # type: ignore[attr-defined]
+    yield pg
+    assert not errors, f"uncaught errors in the page: {errors}"
