@@ -131,9 +131,9 @@ class FuseOps(Pass):
             "nodes_per_group": {str(k): v for k, v in sorted(Counter(sizes).items())},
         }
         remarks.append(self.remark(
-            "analysis", f"{len(made)} groups from {len(fnodes)} nodes; largest group "
-            f"{stats['largest_group']} nodes; {sum(1 for s in sizes if s > 1)} groups fuse "
-            f"{stats['fused_nodes']} nodes", [], **stats))
+            "analysis", f"{len(made)} groups from {len(fnodes)} nodes; largest group: "
+            f"{stats['largest_group']} nodes; multi-node groups: {sum(1 for s in sizes if s > 1)}"
+            f", holding {stats['fused_nodes']} nodes", [], **stats))
         return PassResult(bool(made), remarks, stats)
 
     # the partitioner -----------------------------------------------------------------------
@@ -227,7 +227,8 @@ class FuseOps(Pass):
                 continue
             root = groups.find(f.index)
             for v in f.node.outputs:
-                users = [j for j, _ in f.outputs if any(u is fnodes[j].node for u in v.consumers())]
+                users = sorted({j for j, _ in f.outputs
+                                if any(u is fnodes[j].node for u in v.consumers())})
                 apart = [j for j in users if groups.find(j) != root]
                 if not apart:
                     continue

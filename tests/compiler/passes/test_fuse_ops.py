@@ -175,3 +175,28 @@ def test_idempotent_on_fused_graph():
     before = print_graph(g)
     result = FuseOps().run(g, PassContext())
     assert not result.changed and print_graph(g) == before
+
+
+def test_multi_output_node_read_twice_by_one_consumer():
+    # Split's two outputs both feed one node (YOLOv8n's C2f blocks): one edge per consumer node
+    m = model([
+        helper.make_node("Split", ["x"], ["s0", "s1"], axis=1, num_outputs=2),
+        helper.make_node("Relu", ["s1"], ["r"]),
+        helper.make_node("Concat", ["s0", "s1", "r"], ["y"], axis=1),
+        helper.make_node("Split", ["z"], ["t0", "t1"], axis=0, num_outputs=2),
+        helper.make_node("MatMul", ["t0", "t1"], ["w"]),
+    ], [("x", F, [1, 4]), ("z", F, [4, 2])], [("y", F, [1, 6]), ("w", F, [2, 2])], opset=18)
+    g = from_onnx(m)
+    result = FuseOps().run(g, PassContext())
+    assert [(n.kernel, [b.name for b in n.body.nodes]) for n in g.nodes] == [
+        ("fused_split_relu_concat_0", ["Split", "Relu", "Concat"]),
+        ("fused_split_0", ["Split_1"]), ("fused_matmul_0", ["MatMul"])]
+    assert [r.message for r in result.remarks if r.kind != "analysis"] == [
+        "fused Relu + Concat into an injective consumer (Concat: injective)",
+        "fused Split + Relu + Concat as injective chain (Concat: injective)",
+    ]
+    x = np.arange(4, dtype=np.float32).reshape(1, 4) - 2
+    z = np.arange(8, dtype=np.float32).reshape(4, 2)
+    for got, want in zip(run_reference(g, {"x": x, "z": z}), run_ort(m, {"x": x, "z": z}),
+                         strict=True):
+        np.testing.assert_allclose(got, want)
