@@ -21,8 +21,11 @@ from compiler.targets import get_target
 
 def onnx_node_case(op: str, inputs: dict[str, np.ndarray], attrs: dict | None = None, *,
                    consts: dict[str, np.ndarray] | None = None, n_out: int = 1, opset: int = 17,
-                   input_order: list[str] | None = None):
-    """(reference outputs, graph IR node) for one op; ``consts`` become constant inputs."""
+                   input_order: list[str] | None = None, oracle: str = "reference"):
+    """(reference outputs, graph IR node) for one op; ``consts`` become constant inputs.
+
+    ``oracle``: ``reference`` (onnx.reference) or ``ort`` (ONNX Runtime; used where onnx.reference
+    departs from the spec, e.g. Softmax before opset 13, which it does not coerce to 2-D)."""
     consts = consts or {}
     names = input_order or list(inputs) + list(consts)
     outs = [f"y{i}" for i in range(n_out)]
@@ -33,7 +36,15 @@ def onnx_node_case(op: str, inputs: dict[str, np.ndarray], attrs: dict | None = 
     ovis = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs]
     model = helper.make_model(helper.make_graph([node], "t", vis, ovis, inits),
                               opset_imports=[helper.make_opsetid("", opset)])
-    ref = ReferenceEvaluator(model).run(None, inputs)
+    if oracle == "ort":
+        import onnxruntime as ort
+
+        model.ir_version = min(model.ir_version, 8)
+        for o in model.graph.output:
+            o.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    else:
+        ref = ReferenceEvaluator(model).run(None, inputs)
     g = Graph("t")
     g.opset_imports = {"": opset}
     vals = {}
@@ -77,8 +88,10 @@ def _np(dt: str):
             "i8": np.int8, "u8": np.uint8}[dt]
 
 
-def check(op, inputs, attrs=None, *, consts=None, opset=17, rtol=1e-4, atol=1e-5, input_order=None, n_out=1):
-    ref, node = onnx_node_case(op, inputs, attrs, consts=consts, opset=opset, input_order=input_order, n_out=n_out)
+def check(op, inputs, attrs=None, *, consts=None, opset=17, rtol=1e-4, atol=1e-5, input_order=None, n_out=1,
+          oracle="reference"):
+    ref, node = onnx_node_case(op, inputs, attrs, consts=consts, opset=opset, input_order=input_order, n_out=n_out,
+                               oracle=oracle)
     got, lk, ck = run_node(node, inputs, opset)
     for r, g in zip(ref, got, strict=True):
         assert g.shape == r.shape
