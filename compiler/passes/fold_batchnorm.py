@@ -13,6 +13,11 @@ input:
   channel axis 1 the last axis, the one ``B``'s columns produce. ``B'[:, n] = B[:, n] * s[n]``
   and BN becomes ``Add(MatMul, beta - mean * s)`` (MatMul has no bias input). For a rank-3 output
   ``[b, M, N]`` BN's axis 1 is ``M``, which scales rows of ``A``, not anything in ``B``: left alone.
+- a ``Mul`` or ``Add`` of a ``Conv``/``Gemm`` output by a constant that varies along axis 1
+  only (a BN the exporter already decomposed, e.g. paddle2onnx's PP-OCR, or a bias ``Add``):
+  ``Mul`` is the fold above with ``shift = 0``, ``Add`` with ``s = 1`` (the weights are then not
+  copied). The constant must not grow the output (its shape broadcasts into the producer's).
+  Option ``affine`` (default true) turns this rule off.
 The BN node is removed; where its output is a graph output, the folded value takes its name. The new
 weights are new constants (the old ones are left for ``eliminate-dead-code``, since another node
 may share them).
@@ -29,7 +34,7 @@ import numpy as np
 
 from ..ir import Graph, Node, TensorType, Value
 from ..ir.rewrite import forward_value
-from .base import Pass, PassContext, PassResult, Remark, register
+from .base import Option, Pass, PassContext, PassResult, Remark, register
 
 
 def _const(v: Value | None) -> np.ndarray | None:
@@ -66,9 +71,11 @@ def _fold_conv(graph: Graph, conv: Node, s: np.ndarray, shift: np.ndarray) -> st
     if s.shape[0] != w.shape[0]:
         return f"BN has {s.shape[0]} channels, Conv has {w.shape[0]} output channels"
     scale = s.reshape((-1,) + (1,) * (w.ndim - 1))
-    w2 = _new_const(graph, f"{conv.inputs[1].name}_bn", w * scale, w.dtype)  # type: ignore[union-attr]
     b2 = _new_const(graph, f"{conv.label}_bias_bn", b * s + shift, w.dtype)
-    conv.set_input(1, w2)
+    if not np.all(s == 1):
+        w2 = _new_const(graph, f"{conv.inputs[1].name}_bn", w * scale, w.dtype)  # type: ignore[union-attr]
+        conv.set_input(1, w2)
+    w2 = conv.inputs[1]  # type: ignore[assignment]
     if len(conv.inputs) < 3:
         conv.set_inputs([conv.inputs[0], w2, b2])
     else:
@@ -87,11 +94,13 @@ def _fold_gemm(graph: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> st
     c = _const(gemm.input(2)) if gemm.input(2) is not None else np.zeros((), b.dtype)
     if c is None:
         return "its C is not a constant"
-    b_new = b * (s[:, None] if trans_b else s[None, :])
     c_new = (float(gemm.attr("beta", 1.0)) * c.astype(np.float64)) * s + shift
-    b2 = _new_const(graph, f"{gemm.inputs[1].name}_bn", b_new, b.dtype)  # type: ignore[union-attr]
     c2 = _new_const(graph, f"{gemm.label}_bias_bn", c_new, b.dtype)
-    gemm.set_input(1, b2)
+    if not np.all(s == 1):
+        b_new = b * (s[:, None] if trans_b else s[None, :])
+        b2 = _new_const(graph, f"{gemm.inputs[1].name}_bn", b_new, b.dtype)  # type: ignore[union-attr]
+        gemm.set_input(1, b2)
+    b2 = gemm.inputs[1]  # type: ignore[assignment]
     if len(gemm.inputs) < 3:
         gemm.set_inputs([gemm.inputs[0], b2, c2])
     else:
@@ -122,17 +131,58 @@ def _fold_matmul(graph: Graph, mm: Node, bn: Node, s: np.ndarray, shift: np.ndar
 FOLDERS = {"Conv": _fold_conv, "Gemm": _fold_gemm}
 
 
+def per_channel(c: np.ndarray, out_rank: int, channels: int) -> np.ndarray | None:
+    """``c`` as a ``[channels]`` vector when, broadcast against an output of rank ``out_rank``, it
+    varies along axis 1 only (and does not grow the output); else None."""
+    if c.ndim > out_rank or c.dtype.kind != "f":
+        return None
+    full = (1,) * (out_rank - c.ndim) + c.shape
+    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+
+
+def _affine_operands(graph: Graph, node: Node) -> tuple[Node, np.ndarray] | None:
+    """For ``Mul``/``Add`` of a Conv/Gemm output by a per-channel constant: (producer, vector)."""
+    if node.op_type not in ("Mul", "Add") or node.domain not in ("", "ai.onnx"):
+        return None
+    a, b = node.input(0), node.input(1)
+    if a is None or b is None or len(node.inputs) != 2:
+        return None
+    x, c = (a, b) if b.is_constant else (b, a)
+    p = x.producer
+    if not (c.is_constant and p is not None and p.graph is graph and p.op_type in FOLDERS
+            and p.domain in ("", "ai.onnx")) or x.type is None or x.type.shape is None:
+        return None
+    if node.outputs[0].type is None or node.outputs[0].type.shape != x.type.shape:
+        return None
+    channels = x.type.shape[1]
+    if not isinstance(channels, int) or len(x.consumers()) != 1 or x in graph.outputs:
+        return None
+    vec = per_channel(np.asarray(c.const), len(x.type.shape), channels)
+    return None if vec is None else (p, vec)
+
+
 @register
 class FoldBatchNorm(Pass):
     """Fold inference BatchNormalization into Conv/Gemm/MatMul weights (see module docstring)."""
 
     name = "fold-batchnorm"
-    options = ()
+    options = (
+        Option("affine", bool, True,
+               "also fold a per-channel constant Mul/Add that follows a Conv/Gemm (a "
+               "BatchNormalization the exporter already decomposed)"),
+    )
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         remarks: list[Remark] = []
-        stats = {"folded": 0, "not_folded": 0}
+        stats = {"folded": 0, "not_folded": 0, "affine_folded": 0}
         for bn in list(graph.nodes):
+            if bn.graph is not graph:
+                continue
+            if self.opts["affine"] and self._try_affine(graph, bn, remarks):
+                stats["affine_folded"] += 1
+                continue
             if bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx"):
                 continue
             reason, producer = self._try(graph, bn)
@@ -145,7 +195,28 @@ class FoldBatchNorm(Pass):
                 stats["not_folded"] += 1
                 nodes = [bn.label] + ([producer.label] if producer is not None else [])
                 remarks.append(self.remark("missed", f"not folded: {bn.label}: {reason}", nodes))
-        return PassResult(stats["folded"] > 0, remarks, stats)
+        return PassResult(stats["folded"] + stats["affine_folded"] > 0, remarks, stats)
+
+    def _try_affine(self, graph: Graph, node: Node, remarks: list[Remark]) -> bool:
+        found = _affine_operands(graph, node)
+        if found is None:
+            return False
+        p, vec = found
+        if node.op_type == "Mul":
+            s, shift, what = vec, np.zeros_like(vec), "per-channel scale"
+        else:
+            s, shift, what = np.ones_like(vec), vec, "per-channel shift"
+        if FOLDERS[p.op_type](graph, p, s, shift) is not None:
+            return False
+        x = p.outputs[0]
+        y = node.outputs[0]
+        node.drop_inputs()
+        forward_value(graph, y, x)
+        graph.remove_node(node)
+        remarks.append(self.remark(
+            "applied", f"folded {node.label} ({node.op_type}, {what}) into {p.label} "
+            f"({p.op_type}) weights and bias", [node.label, p.label]))
+        return True
 
     def _try(self, graph: Graph, bn: Node) -> tuple[str | None, Node | None]:
         x = bn.inputs[0]

@@ -119,3 +119,44 @@ def test_matmul_rank2_fold_with_graph_output_name():
     assert [v.name for v in g.outputs] == ["y"]
     np.testing.assert_allclose(run_reference(g, {"x": x})[0], run_ort(m, {"x": x})[0],
                                rtol=1e-4, atol=1e-5)
+
+
+def test_decomposed_batchnorm_mul_add_folds_into_conv_and_gemm():
+    rng = np.random.default_rng(4)
+    f32 = np.float32
+    m = model([
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Mul", ["c", "scale"], ["cm"]),          # [2, 1, 1]: per channel
+        helper.make_node("Add", ["shift", "cm"], ["ca"]),         # [1, 2, 1, 1], operand 0
+        helper.make_node("Mul", ["ca", "nope"], ["y"]),           # [3]: varies along W, left
+        helper.make_node("Gemm", ["g_in", "gw", "gb"], ["g"]),
+        helper.make_node("Add", ["g", "gshift"], ["gy"]),         # [4]: per column
+    ], [("x", T.FLOAT, [1, 3, 3, 3]), ("g_in", T.FLOAT, [2, 5])],
+        [("y", T.FLOAT, [1, 2, 3, 3]), ("gy", T.FLOAT, [2, 4])],
+        inits=[("w", rng.standard_normal((2, 3, 1, 1)).astype(f32)),
+               ("scale", rng.uniform(0.5, 2, (2, 1, 1)).astype(f32)),
+               ("shift", rng.standard_normal((1, 2, 1, 1)).astype(f32)),
+               ("nope", rng.standard_normal(3).astype(f32)),
+               ("gw", rng.standard_normal((5, 4)).astype(f32)),
+               ("gb", rng.standard_normal(4).astype(f32)),
+               ("gshift", rng.standard_normal(4).astype(f32))])
+    g = from_onnx(m)
+    result = FoldBatchNorm().run(g, PassContext())
+    EliminateDeadCode().run(g, PassContext())
+    body = [line for line in print_graph(g).splitlines() if " = constant " not in line]
+    assert "\n".join(body) == text("""
+        graph @main(%x: f32[1, 3, 3, 3], %g_in: f32[2, 5]) {
+          %c = Conv(%x, %w_bn, %Conv_bias_bn_1) : f32[1, 2, 3, 3]  // Conv
+          %y = Mul(%c, %nope) : f32[1, 2, 3, 3]  // Mul_1
+          %gy = Gemm(%g_in, %gw, %Gemm_bias_bn) {beta = 1.0} : f32[2, 4]  // Gemm
+          return %y, %gy
+        }""")
+    assert [r.message for r in result.remarks] == [
+        "folded Mul (Mul, per-channel scale) into Conv (Conv) weights and bias",
+        "folded Add (Add, per-channel shift) into Conv (Conv) weights and bias",
+        "folded Add_1 (Add, per-channel shift) into Gemm (Gemm) weights and bias",
+    ]
+    feeds = {"x": rng.standard_normal((1, 3, 3, 3)).astype(f32),
+             "g_in": rng.standard_normal((2, 5)).astype(f32)}
+    for got, want in zip(run_reference(g, feeds), run_ort(m, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
