@@ -187,10 +187,11 @@ class FoldBatchNorm(Pass):
                 continue
             reason, producer = self._try(graph, bn)
             if reason is None:
+                assert producer is not None
                 stats["folded"] += 1
                 remarks.append(self.remark(
                     "applied", f"folded {bn.label} into {producer.label} ({producer.op_type}) "
-                    f"weights and bias", [bn.label, producer.label]))  # type: ignore[union-attr]
+                    f"weights and bias", [bn.label, producer.label]))
             else:
                 stats["not_folded"] += 1
                 nodes = [bn.label] + ([producer.label] if producer is not None else [])

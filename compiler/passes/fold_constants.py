@@ -37,7 +37,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ..ir import FusedGroup, Graph, Node
+from ..ir import FusedGroup, Graph, Node, elem_type_of
 from ..ir.rewrite import set_constant
 from .base import Option, Pass, PassContext, PassResult, Remark, register
 
@@ -75,7 +75,8 @@ def evaluate_node(node: Node, opset_imports: dict[str, int]) -> list[np.ndarray]
             continue
         data = np.asarray(v.const)
         feeds[name] = data
-        graph_inputs.append(helper.make_tensor_value_info(name, v.type.elem_type, data.shape))
+        elem = elem_type_of(data.dtype)
+        graph_inputs.append(helper.make_tensor_value_info(name, elem, data.shape))
     graph_outputs = [helper.make_empty_tensor_value_info(n) for n in out_names]
     g = helper.make_graph([proto], "fold", graph_inputs, graph_outputs)
     opsets = dict(opset_imports) or {"": DEFAULT_OPSET}
@@ -92,7 +93,7 @@ def _static_shape_fold(node: Node) -> np.ndarray | None:
     x = node.input(0)
     if x is None or x.type is None or not x.type.is_static:
         return None
-    shape = list(x.type.shape)  # type: ignore[arg-type]
+    shape = [int(d) for d in x.type.shape]  # type: ignore[union-attr]
     if node.op_type == "Shape":
         rank = len(shape)
         start = node.attr("start", 0)
@@ -101,7 +102,7 @@ def _static_shape_fold(node: Node) -> np.ndarray | None:
         end = min(max(end + rank if end < 0 else end, 0), rank)
         return np.array(shape[start:end], dtype=np.int64)
     if node.op_type == "Size":
-        return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        return np.array(int(np.prod(np.array(shape, dtype=np.int64))), dtype=np.int64)
     return None
 
 
@@ -159,7 +160,7 @@ class FoldConstants(Pass):
                     stats["refused"] += 1
                     continue
                 if size is None:
-                    size = sum(t.nbytes for t in types)  # type: ignore[union-attr]
+                    size = sum(t.nbytes for t in types if t is not None)
                 if size > limit:
                     remarks.append(self.remark(
                         "missed",
