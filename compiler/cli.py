@@ -103,6 +103,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         name, dims = parse_input_shape(text)
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
+    if args.random_weights is not None:
+        from .samples import randomized
+
+        model = randomized(model, seed=args.random_weights)  # type: ignore[assignment]
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            on_event=on_event, verify=args.verify, benchmark=args.benchmark,
@@ -145,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after every pass run the exported model in ONNX Runtime and compare")
     c.add_argument("--verify", action="store_true", help="verify outputs against ONNX Runtime (back end)")
     c.add_argument("--benchmark", action="store_true", help="time kernels and the model (back end)")
+    c.add_argument("--random-weights", type=int, metavar="SEED",
+                   help="replace the light_* models' ConstantOfShape weights by seeded random ones")
     c.add_argument("--no-backend", action="store_true", help="stop after the graph passes")
     c.set_defaults(func=cmd_compile)
     i = sub.add_parser("inspect", help="describe a model's inputs and outputs")

@@ -41,9 +41,9 @@ def load(model: ModelSource, input_shapes: InputShapes | None = None) -> tuple[G
 
 def _dtype_name(elem: int) -> str:
     try:
-        return {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
-                TensorProto.BOOL: "bool", TensorProto.STRING: "string"}.get(elem) or \
-            TensorProto.DataType.Name(elem).lower()
+        names: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64",
+                                 TensorProto.FLOAT16: "float16", TensorProto.BOOL: "bool", TensorProto.STRING: "string"}
+        return names.get(elem) or TensorProto.DataType.Name(elem).lower()  # type: ignore[arg-type]
     except ValueError:
         return f"type{elem}"
 

@@ -205,8 +205,8 @@ def fallback_infer(node: Node, env: ShapeEnv) -> list[TensorType]:
     by_name = {vi.name: vi for vi in list(inferred.graph.output) + list(inferred.graph.value_info)}
     types: list[TensorType] = []
     for v in node.outputs:
-        vi = by_name.get(v.name)
-        t = type_from_proto(vi.type, f"output {v.name!r}") if vi is not None else None
+        found = by_name.get(v.name)
+        t = type_from_proto(found.type, f"output {v.name!r}") if found is not None else None
         if t is None or t.elem_type == 0:
             raise CompileError("shape", f"{node.label} ({node.op_type}): the output type of %{v.name} cannot be "
                                "inferred", node=node.name or node.label, op=node.op_type)

@@ -134,7 +134,8 @@ def infer_concat(ctx: InferContext) -> list[TensorType]:
         for k in range(r):
             if k != axis and isinstance(s[k], int) and isinstance(out[k], int) and s[k] != out[k]:
                 raise ctx.fail(f"inputs differ on dim {k}: {[list(x) for x in shapes]}")
-        total = total + s[axis] if isinstance(total, int) and isinstance(s[axis], int) else _sym(ctx, axis)
+        sa = s[axis]
+        total = total + sa if isinstance(total, int) and isinstance(sa, int) else _sym(ctx, axis)
     out[axis] = total
     return [ctx.type(0).with_shape(out)]
 
@@ -276,9 +277,10 @@ def infer_pad(ctx: InferContext) -> list[TensorType]:
         raise ctx.fail(f"pads {pads} must have 2 x {n} entries", attribute="pads")
     out = list(x)
     for k, a in enumerate(axes):
-        if isinstance(out[a], int):
-            out[a] = out[a] + pads[k] + pads[k + n]
-            if out[a] < 0:
+        d = out[a]
+        if isinstance(d, int):
+            out[a] = d = d + pads[k] + pads[k + n]
+            if d < 0:
                 raise ctx.fail(f"pads {pads} make dim {a} negative", attribute="pads")
     return [ctx.type(0).with_shape(out)]
 
@@ -396,7 +398,7 @@ def infer_one_hot(ctx: InferContext) -> list[TensorType]:
     d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else _sym(ctx, axis)
     out = list(idx)
     out.insert(axis, d)
-    return [TensorType(ctx.type(2).elem_type, out)]
+    return [TensorType(ctx.type(2).elem_type, tuple(out))]
 
 
 @op("NonZero", kind="opaque")

@@ -61,16 +61,16 @@ def fusion_payload(graph: Graph) -> dict[str, Any]:
             for outer, inner in zip(n.outputs, n.body.outputs, strict=True):
                 if inner.producer is not None:
                     producer_of[id(outer)] = inner.producer
-            for outer, inner in zip(n.inputs, n.body.inputs, strict=True):
-                if outer is not None:
-                    consumers_of.setdefault(id(outer), []).extend(inner.consumers())
+            for outer_in, inner_in in zip(n.inputs, n.body.inputs, strict=True):
+                if outer_in is not None:
+                    consumers_of.setdefault(id(outer_in), []).extend(inner_in.consumers())
         else:
             nodes.append({"id": _node_id(n), "name": n.name, "op_type": n.op_type, "group": None})
             for v in n.outputs:
                 producer_of[id(v)] = n
-            for v in n.inputs:
-                if v is not None:
-                    consumers_of.setdefault(id(v), []).append(n)
+            for u in n.inputs:
+                if u is not None:
+                    consumers_of.setdefault(id(u), []).append(n)
     edges: list[dict[str, Any]] = []
     values = {id(v): v for n in graph.nodes for v in n.outputs}
     for g in graph.groups():  # edges inside each group

@@ -83,7 +83,9 @@ def _valid_passes() -> str:
 
 
 def _split_items(text: str) -> list[str]:
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         if ch == "{":
             depth += 1
