@@ -126,7 +126,10 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py >= 8 reads with a 5 s socket timeout by default, the same 5 s that
+            # channels_redis blocks in BZPOPMIN: the read then times out and kills the consumer
+            # of any socket idle for 5 s. A longer socket timeout keeps the blocking read alive.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
             "prefix": os.environ.get("PRISM_CHANNEL_PREFIX", "prism"),
         },
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from explorer.compilations.models import Compilation, CompilationEvent, UploadedModel
+from explorer.compilations.services.compiler_access import compiler_api
 
 EVENT_PAGE_MAX = 1000
 
@@ -87,27 +88,28 @@ def recent_compilations(limit: int = 50) -> list[Compilation]:
 
 @lru_cache(maxsize=4)
 def _catalog(version: str) -> dict:
-    import compiler
-
-    return {
-        "targets": compiler.list_targets(),
-        "passes": compiler.list_passes(),
-        "pipelines": compiler.list_pipelines(),
-    }
+    with compiler_api() as compiler:
+        return {
+            "targets": compiler.list_targets(),
+            "passes": compiler.list_passes(),
+            "pipelines": compiler.list_pipelines(),
+        }
 
 
 def catalog(kind: str) -> list[dict]:
     """`targets`, `passes` or `pipelines` as the compiler lists them (cached per compiler version)."""
-    import compiler
-
-    return _catalog(str(compiler.__version__))[kind]
+    with compiler_api() as compiler:
+        version = str(compiler.__version__)
+    return _catalog(version)[kind]
 
 
 def samples() -> list[dict]:
     """The compiler's sample models: name, whether it is available here, its input shapes, source."""
-    from compiler import samples as compiler_samples
+    with compiler_api():
+        from compiler import samples as compiler_samples
 
+        listed = compiler_samples.list_samples()
     return [
         {k: v for k, v in s.items() if k != "path"} | {"register_url": f"/api/samples/{s['name']}/model"}
-        for s in compiler_samples.list_samples()
+        for s in listed
     ]

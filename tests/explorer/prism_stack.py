@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,7 +184,12 @@ class Stack:
                     msg = ws.recv(timeout=left)
                 except TimeoutError:
                     continue
-                except Exception:  # the server closed the socket (after the terminal event)
+                except ConnectionClosed as closed:  # the server closes after the terminal event
+                    if events and events[-1]["type"] not in TERMINAL or closed.rcvd is None \
+                            or closed.rcvd.code != 1000:
+                        raise AssertionError(
+                            f"socket closed ({closed!r}) after seqs {[e['seq'] for e in events]}"
+                        ) from closed
                     return events
                 events.append(json.loads(msg))
                 if stop_after is not None and events[-1]["seq"] >= stop_after:

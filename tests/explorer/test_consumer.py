@@ -93,3 +93,23 @@ def test_connect_edge_cases(make_compilation):
         assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
 
     asyncio.run(scenario())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_socket_survives_the_redis_read_timeout(make_compilation):
+    """redis-py >= 8 times reads out after 5 s by default, as long as channels_redis blocks in
+    BZPOPMIN; the settings raise the socket timeout so a quiet compilation keeps its sockets."""
+    comp = make_compilation(status="running")
+
+    async def scenario() -> None:
+        ws = WebsocketCommunicator(APP, f"/ws/compilations/{comp.id}/")
+        assert (await ws.connect())[0]
+        assert await ws.receive_nothing(timeout=7.0)
+        await sync_to_async(store)(comp, event(0, "compile.started"))
+        await get_channel_layer().group_send(
+            messages.group_name(comp.id), {"type": messages.EVENT_MESSAGE, "seq": 0, "event": event(0)}
+        )
+        assert await recv_seqs(ws, 1) == [0]
+        await ws.disconnect()
+
+    asyncio.run(scenario())

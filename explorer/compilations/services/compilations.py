@@ -28,6 +28,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from explorer.compilations.models import Compilation, UploadedModel
+from explorer.compilations.services.compiler_access import compiler_api
 from explorer.compilations.services.events import (
     CompilationSuperseded,
     append_failure,
@@ -92,18 +93,17 @@ def create_compilation(
         InvalidRequest: unknown target, pass or option, or an unbound symbolic dim (the compiler's
             one-line message, `compiler.validate_request`).
     """
-    import compiler
-
     opts = normalize_options(options)
     if input_shapes is None:
         input_shapes = model.default_input_shapes
-    try:
-        req = compiler.validate_request(
-            model.file.path, target=target, pipeline=pipeline, input_shapes=input_shapes
-        )
-    except compiler.CompileError as exc:
-        raise InvalidRequest(exc.message, exc.to_dict()) from exc
-    version = str(compiler.__version__)
+    with compiler_api() as compiler:
+        try:
+            req = compiler.validate_request(
+                model.file.path, target=target, pipeline=pipeline, input_shapes=input_shapes
+            )
+        except compiler.CompileError as exc:
+            raise InvalidRequest(exc.message, exc.to_dict()) from exc
+        version = str(compiler.__version__)
     key = cache_key(model.sha256, req["target"], req["pipeline"], req["input_shapes"], opts, version)
     if use_cache:
         hit = (

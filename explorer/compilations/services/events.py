@@ -7,13 +7,15 @@ at-most-once, DESIGN.md "The explorer") and the database is the truth.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
+import os
+import threading
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
@@ -149,6 +151,34 @@ def announce(compilation_id: str, event: dict) -> None:
         "event": event if size <= messages.INLINE_EVENT_MAX_BYTES else None,
     }
     try:
-        async_to_sync(get_channel_layer().group_send)(messages.group_name(compilation_id), message)
+        _Sender.get().group_send(messages.group_name(compilation_id), message)
     except Exception:  # noqa: BLE001 - Redis down or message too big: clients will poll the DB
         log.warning("could not announce event %s of %s", event["seq"], compilation_id, exc_info=True)
+
+
+class _Sender:
+    """One event loop thread per process for channel-layer sends from sync code (the worker).
+
+    `async_to_sync` would start a new loop, and so a new Redis connection, for every event;
+    this keeps one loop and channels_redis' connection pool alive. Created lazily per process
+    id, so that a forked pool process never uses its parent's loop.
+    """
+
+    _instance: _Sender | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="prism-channel-sender", daemon=True).start()
+
+    @classmethod
+    def get(cls) -> _Sender:
+        with cls._lock:
+            if cls._instance is None or cls._instance.pid != os.getpid():
+                cls._instance = _Sender()
+            return cls._instance
+
+    def group_send(self, group: str, message: dict, timeout: float = 10.0) -> None:
+        future = asyncio.run_coroutine_threadsafe(get_channel_layer().group_send(group, message), self.loop)
+        future.result(timeout=timeout)

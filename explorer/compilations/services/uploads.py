@@ -17,6 +17,7 @@ from django.core.files import File
 from django.db import IntegrityError, transaction
 
 from explorer.compilations.models import UploadedModel
+from explorer.compilations.services.compiler_access import compiler_api
 
 
 class UploadTooLarge(Exception):
@@ -76,9 +77,10 @@ def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
         KeyError: no such sample.
         InvalidModel: the sample could not be fetched or read (message says why).
     """
-    from compiler import samples
+    with compiler_api():
+        from compiler import samples
 
-    entry = next((s for s in samples.list_samples() if s["name"] == sample_name), None)
+        entry = next((s for s in samples.list_samples() if s["name"] == sample_name), None)
     if entry is None:
         raise KeyError(sample_name)
     try:
@@ -104,12 +106,11 @@ def _register_file(path: Path, sha256: str, size: int, *, name: str, source: str
     existing = UploadedModel.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing, False
-    import compiler
-
-    try:
-        meta = compiler.inspect_model(path)
-    except compiler.CompileError as exc:
-        raise InvalidModel(f"not a valid ONNX model: {exc.message}") from exc
+    with compiler_api() as compiler:
+        try:
+            meta = compiler.inspect_model(path)
+        except compiler.CompileError as exc:
+            raise InvalidModel(f"not a valid ONNX model: {exc.message}") from exc
     model = UploadedModel(
         sha256=sha256,
         name=os.path.basename(name)[:255] or "model.onnx",
