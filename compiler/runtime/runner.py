@@ -127,9 +127,16 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
             how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
                    else f"exited with status {proc.returncode}")
             tail = (proc.stderr.strip().splitlines() or [""])[-1][:300]
-            where = f"in kernel {kernel}" if kernel else "outside the kernels"
+            if kernel is None and _finished(d):
+                raise CompileError("run", f"the kernels ran, then the measurement process failed ({how}): {tail}")
+            where = f"in kernel {kernel}" if kernel else "before the first kernel"
             raise CompileError("run", f"generated code crashed {where}: {how} {tail}".strip(), kernel=kernel)
         return json.loads((d / "result.json").read_text())
+
+
+def _finished(d: Path) -> bool:
+    p = d / "progress"
+    return p.exists() and p.read_text().splitlines()[-1:] == ["done"]
 
 
 def _running(d: Path) -> str | None:

@@ -65,8 +65,8 @@ def split(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
 
 
 def _kind(func: PrimFunc, var: str, kind: str) -> None:
-    _apply(func, var, lambda f: For(f.var, f.extent, f.body, kind), f"{kind.rstrip('d').rstrip('e')}e({var})"
-           if kind != "vectorized" else f"vectorize({var})")
+    verb = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}[kind]
+    _apply(func, var, lambda f: For(f.var, f.extent, f.body, kind), f"{verb}({var})")
 
 
 def vectorize(func: PrimFunc, var: str) -> None:

@@ -1,0 +1,115 @@
+"""The register-tiled micro-kernel schedule (Conv / Gemm / MatMul with fused epilogue) against
+onnx.reference, including padding, strides, dilation, tails (M and N not multiples of the tile),
+1x1 direct and im2col paths, and a residual-add + Relu epilogue on a fused group."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from compiler.codegen.compile import compile_kernel
+from compiler.ir import FusedGroup, Graph, TensorType
+from compiler.loops.printer import print_func
+from compiler.runtime.jit import JitModule
+from compiler.schedule.microkernel import try_microkernel
+from compiler.targets import get_target
+from tests.compiler.backend_helpers import onnx_node_case
+
+R = np.random.default_rng(3)
+SLACK = 4096
+
+
+def f(*s: int) -> np.ndarray:
+    return R.standard_normal(s).astype(np.float32)
+
+
+def _run(lk, inputs):  # type: ignore[no-untyped-def]
+    """Runs the kernel with slack after every buffer, as the runtime does; outputs start as NaN."""
+    ck = compile_kernel(lk.func, get_target("host"))
+    arrays, outs = [], []
+    for a in lk.args:
+        n = a.buffer.numel
+        buf = np.zeros(n + SLACK, np.float32)
+        if a.kind == "const":
+            buf[:n] = a.data.reshape(-1)
+        elif a.name in inputs:
+            buf[:n] = inputs[a.name].reshape(-1)
+        elif a.kind == "value":
+            buf[:n] = np.nan
+            outs.append((buf, a.buffer.shape))
+        arrays.append(buf)
+    JitModule([ck.obj]).call(ck.symbol, arrays)
+    return [b[:int(np.prod(s))].reshape(s) for b, s in outs]
+
+
+CONVS = [
+    ((1, 16, 9, 9), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 32, 8, 8), (64, 32, 1, 1), {}),
+    ((1, 32, 7, 7), (20, 32, 1, 1), {"strides": [2, 2]}),
+    ((2, 3, 17, 19), (10, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((1, 8, 12, 12), (16, 8, 3, 3), {"dilations": [2, 2], "pads": [2, 1, 2, 1]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONVS)
+def test_conv_microkernel(xs, ws, attrs) -> None:  # type: ignore[no-untyped-def]
+    x = f(*xs)
+    consts = {"w": f(*ws), "b": f(ws[0])}
+    ref, node = onnx_node_case("Conv", {"x": x}, attrs, consts=consts)
+    lk = try_microkernel(node, "conv", 17, get_target("host"))
+    assert lk is not None
+    text = print_func(lk.func)
+    assert "T.unrolled(" in text and "T.vectorized(32)" in text and "wpack" in text
+    (got,) = _run(lk, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n,trans_b", [(1, 300, 100, 1), (6, 64, 40, 0), (12, 17, 33, 1)])
+def test_gemm_microkernel(m, k, n, trans_b) -> None:  # type: ignore[no-untyped-def]
+    a = f(m, k)
+    b = f(n, k) if trans_b else f(k, n)
+    ref, node = onnx_node_case("Gemm", {"a": a}, {"transB": trans_b, "alpha": 0.5, "beta": 2.0},
+                               consts={"b": b, "c": f(n)})
+    lk = try_microkernel(node, "gemm", 17, get_target("host"))
+    assert lk is not None and "bpack" in print_func(lk.func)
+    (got,) = _run(lk, {"a": a})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
+
+
+def test_fused_conv_add_relu_epilogue_in_accumulators() -> None:
+    """A FusedGroup Conv -> Add(residual) -> Relu becomes one micro-kernel with no intermediate."""
+    x, res, w, b = f(1, 8, 10, 10), f(1, 16, 10, 10), f(16, 8, 3, 3), f(16)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", 1, x.shape), helper.make_tensor_value_info("r", 1, res.shape)],
+        [helper.make_tensor_value_info("y", 1, None)],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    ref = ReferenceEvaluator(model).run(None, {"x": x, "r": res})[0]
+    outer = Graph("main")
+    ox, orr = outer.add_input("x", TensorType.of(np.float32, x.shape)), outer.add_input("r", TensorType.of(
+        np.float32, res.shape))
+    body = Graph("body")
+    bx, br = body.add_input("x", ox.type), body.add_input("r", orr.type)
+    bw, bb = body.add_constant("w", w), body.add_constant("b", b)
+    c = body.add_node("Conv", [bx, bw, bb], ["c"], {"pads": [1, 1, 1, 1]}, name="conv").outputs[0]
+    c.type = TensorType.of(np.float32, (1, 16, 10, 10))
+    s = body.add_node("Add", [c, br], ["s"], name="add").outputs[0]
+    s.type = c.type
+    y = body.add_node("Relu", [s], ["y"], name="relu").outputs[0]
+    y.type = c.type
+    body.outputs = [y]
+    oy = outer.new_value("y", c.type)
+    grp = FusedGroup(body, [ox, orr], [oy], kind="out-elementwise-fusable", kernel="fused_conv_add_relu")
+    outer.insert(grp)
+    lk = try_microkernel(grp, "fused_conv_add_relu", 17, get_target("host"))
+    assert lk is not None
+    text = print_func(lk.func)
+    assert "T.max(acc[mi, ni] + c" in text or "T.max((acc[mi, ni]" in text or "T.max(" in text
+    assert sum(1 for a in lk.args if a.kind == "scratch") == 1  # only im2col, no buffer for the Conv result
+    (got,) = _run(lk, {"x": x, "r": res})
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
