@@ -25,7 +25,8 @@ may share them).
 Left alone (a missed remark says why): BN in training mode or with a used running-mean/var
 output; BN whose scale/B/mean/var are not constants; a producer that is not Conv/Gemm/MatMul,
 whose output has other consumers or is a graph output (the unfolded value is still needed), or
-whose weights are not constants; ``ConvTranspose`` (its weight is ``[C, M/group, k...]``).
+whose weights are not constants; ``ConvTranspose`` (its weight is ``[C, M/group, k...]``); BNs
+inside ``If``/``Loop`` bodies (only the top-level graph is rewritten).
 """
 
 from __future__ import annotations

@@ -261,6 +261,7 @@ class FuseOps(Pass):
                      members: dict[int, list[int]]) -> list:
         made = []
         counters: Counter[str] = Counter()
+        taken = {n.kernel for n in graph.nodes if isinstance(n, FusedGroup)}
         for root in sorted(members, key=lambda r: max(members[r])):
             nodes = [fnodes[i].node for i in sorted(members[root])]
             if any(n.op_type == "FusedGroup" or n.subgraphs() for n in nodes):
@@ -268,8 +269,11 @@ class FuseOps(Pass):
             base = "fused_" + "_".join(op_name(n) for n in nodes)
             if len(base) > 64:
                 base = base[:64].rstrip("_")
+            while f"{base}_{counters[base]}" in taken:
+                counters[base] += 1
             kernel = f"{base}_{counters[base]}"
             counters[base] += 1
+            taken.add(kernel)
             kind = KIND_NAMES[groups.pattern[root]]
             made.append(group_nodes(graph, nodes, kind=kind, kernel=kernel))
         graph.topological_sort()
