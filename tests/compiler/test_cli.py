@@ -1,0 +1,53 @@
+"""The command line: report, per-pass IR files, IR dumps, memory figures, samples by name."""
+
+from __future__ import annotations
+
+import json
+
+from compiler.cli import main
+from compiler.samples import SAMPLES, cache_dir, fetch, list_samples
+
+
+def test_cli_json_report_and_emit_dir(squeezenet_path, tmp_path, capsys) -> None:
+    rc = main(["compile", str(squeezenet_path), "--pipeline", "fold-constants,eliminate-dead-code", "--json",
+               "--emit-dir", str(tmp_path), "--no-backend"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    report = json.loads(out)
+    assert report["version"] == 1 and report["error"] is None
+    assert [p["name"] for p in report["passes"]] == ["fold-constants", "eliminate-dead-code"]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["00-fold-constants.ir", "01-eliminate-dead-code.ir", "report.json"]
+    assert (tmp_path / "00-fold-constants.ir").read_text() == report["passes"][0]["ir"] + "\n"
+
+
+def test_cli_print_after_all_and_memory_figures(capsys) -> None:
+    rc = main(["compile", "light_squeezenet", "--pipeline", "O2", "--print-after-all", "--no-backend"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.count("// ----- IR Dump After ") == 7
+    assert "IR Dump After fuse-ops (pass 5)" in out
+    assert "memory: arena " in out and "no-sharing / arena = " in out and "arena / lower bound = " in out
+
+
+def test_cli_input_shape_binds(capsys) -> None:
+    rc = main(["compile", str(fetch("yolov8n")), "--pipeline", "O0", "--input-shape", "images=1,3,256,256",
+               "--json", "--no-backend"])
+    assert rc == 0, capsys.readouterr().err
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["model"]["inputs"][0]["shape"] == ["batch", 3, "height", "width"]
+
+
+def test_cli_bad_input_shape_text(capsys) -> None:
+    rc = main(["compile", "light_squeezenet", "--input-shape", "data_0=1,x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--input-shape" in err[0]
+
+
+def test_samples_are_listed_and_cached() -> None:
+    names = [s["name"] for s in list_samples()]
+    assert names == list(SAMPLES) and len(names) == 12
+    p = fetch("ppocr_v4_det")
+    assert p.parent == cache_dir() and p.stat().st_size > 1_000_000
+    mtime = p.stat().st_mtime_ns
+    assert fetch("ppocr_v4_det") == p and p.stat().st_mtime_ns == mtime  # reused, not downloaded again
