@@ -83,33 +83,43 @@ def infer_loop(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
 
 
 def infer_scan(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+    """Scan-9+: scan inputs sliced along ``scan_input_axes``; Scan-8: a leading batch axis on every
+    state and scan input, the sequence axis second, and ``sequence_lens`` as input 0."""
     body = ctx.attr("body")
     if not isinstance(body, Graph):
         raise ctx.fail("needs a body graph", attribute="body")
     n_scan = int(ctx.attr("num_scan_inputs"))
-    offset = 1 if ctx.opset < 9 else 0  # Scan-8 has sequence_lens first
+    batched = ctx.opset < 9
+    offset = 1 if batched else 0
     n_state = ctx.n_inputs - offset - n_scan
     states = [ctx.type(offset + i) for i in range(n_state)]
     scans = [ctx.type(offset + n_state + i) for i in range(n_scan)]
-    in_axes = ctx.attr("scan_input_axes") or [0] * n_scan
+    in_axes = [1] * n_scan if batched else (ctx.attr("scan_input_axes") or [0] * n_scan)
+    batch: Dim = "?"
     elems: list[TensorType | None] = []
     lengths: list[Dim] = []
     for t, ax in zip(scans, in_axes, strict=False):
         shp = list(t.shape or ())
         a = ax + len(shp) if ax < 0 else ax
         lengths.append(shp[a] if shp else "?")
-        elems.append(t.with_shape(shp[:a] + shp[a + 1:]) if t.shape is not None else t)
-    outs = _body(body, env, [*states, *elems])
+        inner = shp[:a] + shp[a + 1:]
+        if batched and inner:
+            batch = inner[0]
+            inner = inner[1:]
+        elems.append(t.with_shape(inner) if t.shape is not None else t)
+    body_states = [t.with_shape(t.shape[1:]) if batched and t.shape else t for t in states]
+    outs = _body(body, env, [*body_states, *elems])
     n = lengths[0] if lengths else "?"
-    res = list(outs[:n_state])
-    out_axes = ctx.attr("scan_output_axes") or [0] * (len(outs) - n_state)
+    res = [t.with_shape((batch, *t.shape)) if batched and t.shape is not None else t for t in outs[:n_state]]
+    out_axes = [0] * (len(outs) - n_state) if batched else (ctx.attr("scan_output_axes") or [0] * (len(outs) - n_state))
     for t, ax in zip(outs[n_state:], out_axes, strict=False):
         if t.shape is None:
             res.append(t)
             continue
         shp = list(t.shape)
         a = ax + len(shp) + 1 if ax < 0 else ax
-        res.append(t.with_shape(shp[:a] + [n] + shp[a:]))
+        full = shp[:a] + [n] + shp[a:]
+        res.append(t.with_shape([batch, *full] if batched else full))
     return res
 
 
