@@ -184,6 +184,8 @@ export interface CompileFailed extends EventBase {
   pass?: string;
   node?: string;
   kernel?: string;
+  /** The ONNX op of `node`, where known. */
+  op?: string;
 }
 
 export type CompileEvent =

@@ -165,3 +165,57 @@ export function changedDefinitions(before: string, after: string): Set<string> {
   for (const l of splitLines(after)) for (const n of definedNames(l)) if (old.get(n) !== l) out.add(n);
   return out;
 }
+
+/**
+ * The attributes of a printed node line, `{kernel_shape = [3, 3], pads = [1, 1, 1, 1]}`, as
+ * `[name, value text]` pairs in order; [] when the line has none.
+ */
+export function parseAttributes(line: string): [string, string][] {
+  const body = line.replace(/\s+\/\/ .*$/, "");
+  const open = findAttrBrace(body);
+  if (open < 0) return [];
+  const out: [string, string][] = [];
+  let depth = 0;
+  let inQuote = false;
+  let start = open + 1;
+  for (let i = open + 1; i < body.length; i++) {
+    const c = body[i];
+    if (inQuote) {
+      if (c === "\\") i++;
+      else if (c === '"') inQuote = false;
+      continue;
+    }
+    if (c === '"') inQuote = true;
+    else if (c === "[" || c === "(" || c === "{") depth++;
+    else if ((c === "]" || c === ")" || c === "}") && depth > 0) depth--;
+    else if ((c === "," || c === "}") && depth === 0) {
+      const part = body.slice(start, i);
+      const eq = part.indexOf("=");
+      if (eq > 0) out.push([part.slice(0, eq).trim(), part.slice(eq + 1).trim()]);
+      start = i + 1;
+      if (c === "}") break;
+    }
+  }
+  return out;
+}
+
+/** Index of the `{` that opens a node's attributes: after the operand list's `)`, outside quotes. */
+function findAttrBrace(line: string): number {
+  let inQuote = false;
+  let depth = 0;
+  let sawCall = false;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (inQuote) {
+      if (c === "\\") i++;
+      else if (c === '"') inQuote = false;
+    } else if (c === '"') inQuote = true;
+    else if (c === "(") depth++;
+    else if (c === ")") {
+      depth--;
+      if (depth === 0) sawCall = true;
+    } else if (c === "{" && depth === 0 && sawCall) return line.slice(i + 1).includes("=") ? i : -1;
+    else if (c === ":" && depth === 0 && sawCall) return -1;
+  }
+  return -1;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { changedDefinitions, definedNames, diffLines, diffStats, findDefiningLine } from "../src/irdiff";
+import { changedDefinitions, definedNames, diffLines, diffStats, findDefiningLine, parseAttributes } from "../src/irdiff";
 import { splitPipeline } from "../src/pipeline";
 import { IR0, IR1 } from "./fixture";
 
@@ -60,6 +60,16 @@ describe("IR names", () => {
     expect(findDefiningLine(ir, "n1")).toBe(3);
     expect(findDefiningLine(ir, ["relu/1", "r1"])).toBe(2);
     expect(findDefiningLine(ir, "r0")).toBe(2);
+  });
+
+  it("reads a node's attributes", () => {
+    expect(parseAttributes("  %r0 = Conv(%x, %w) {kernel_shape = [3, 3], pads = [0, 0, 0, 0], auto_pad = \"a,b}\"} : f32[1, 64]  // n0")).toEqual([
+      ["kernel_shape", "[3, 3]"],
+      ["pads", "[0, 0, 0, 0]"],
+      ["auto_pad", '"a,b}"'],
+    ]);
+    expect(parseAttributes("  %r1 = Relu(%r0) : f32[1, 8]  // n1")).toEqual([]);
+    expect(parseAttributes("  %y = prism.fused_group @k [elementwise](%x) : f32[1, 8] {")).toEqual([]);
   });
 
   it("lists changed definitions", () => {

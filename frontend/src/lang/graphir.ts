@@ -9,7 +9,7 @@ interface IrState {
   afterColon: boolean;
 }
 
-const KEYWORDS = new Set(["graph", "func", "return", "group", "kernel", "input", "output", "const", "fused"]);
+const KEYWORDS = new Set(["graph", "func", "return", "group", "kernel", "input", "output", "const", "fused", "yield"]);
 const DTYPE = /^(?:f16|bf16|f32|f64|i1|i4|i8|i16|i32|i64|u8|u16|u32|u64|bool|str|complex64|complex128|float\d*|int\d+|uint\d+)\b/;
 
 export const graphIrParser: StreamParser<IrState> = {

@@ -73,7 +73,8 @@ export function compilationPage(first: CompilationView): CompilationPage {
     frame = 0;
     if (view.view === "pass") lastPass = view.pass;
     const ctx = { id, state, view, meta };
-    const st = state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : (meta?.status ?? "loading");
+    // From the events once any arrived (the page shows what they say); before that, queued or loading.
+    const st = state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : meta?.status === "queued" ? "queued" : "loading";
     status.className = `status-badge ${st}`;
     replace(status, st);
     if (state.started) {

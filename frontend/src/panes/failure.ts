@@ -24,6 +24,7 @@ export function failurePane(): Pane {
           "dl",
           null,
           f.pass ? [h("dt", null, "pass"), h("dd", null, f.pass)] : null,
+          f.op ? [h("dt", null, "op"), h("dd", null, f.op)] : null,
           f.node ? [h("dt", null, "node"), h("dd", null, linkTo(h("a", null, f.node), { page: "compilation", id, view: "graph", node: f.node }))] : null,
           f.kernel ? [h("dt", null, "kernel"), h("dd", null, linkTo(h("a", null, f.kernel), { page: "compilation", id, view: "kernel", kernel: f.kernel, tab: "loop" }))] : null,
         ),

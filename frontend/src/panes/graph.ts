@@ -6,7 +6,7 @@
 import type { ElkNode } from "elkjs/lib/elk-api";
 import { emptyState, h, replace } from "../dom";
 import { fmtShape } from "../format";
-import { findDefiningLine, splitLines } from "../irdiff";
+import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { draw, type Drawing } from "../graph/render";
 import { linkTo, navigate } from "../router";
@@ -117,16 +117,20 @@ export function graphPane(): Pane {
     const lastPass = state.passes.length - 1;
     const ir = lastPass >= 0 ? state.passes[lastPass].ir : "";
     const line = ir ? findDefiningLine(ir, [n.name, ...outs.map((e) => e.value)]) : null;
-    const attrs = n.attributes ? Object.entries(n.attributes) : [];
+    const irLine = line !== null ? splitLines(ir)[line - 1] : "";
+    const attrs: [string, string][] = n.attributes
+      ? Object.entries(n.attributes).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])
+      : parseAttributes(irLine);
     replace(side,
       h("h3", null, n.name),
       h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
       g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops)`) : h("p", { class: "muted" }, "not in a fused group"),
-      attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, typeof v === "string" ? v : JSON.stringify(v))))))) : null,
+      attrs.length ? h("h4", null, "attributes") : null,
+      attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, v)))))) : null,
       ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
       outs.length ? h("div", null, h("h4", null, "outputs"), h("ul", null, ...outs.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
       line !== null
-        ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false })), h("pre", { class: "ir-line" }, splitLines(ir)[line - 1]))
+        ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false })), h("pre", { class: "ir-line" }, irLine.trim()))
         : h("p", { class: "muted" }, "No IR line found for this node."),
     );
   };

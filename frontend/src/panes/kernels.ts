@@ -81,6 +81,8 @@ export function kernelsPane(): Pane {
       h("p", { class: "muted" }, `${rows.length} kernels`, timed.length ? `, ${timed.length} timed, sum ${fmtMs(totalUs / 1000)}` : ", not timed (code only or not run yet)"),
       h("table", { class: "grid" }, h("thead", null, head), h("tbody", null, ...rows.map(tr))),
     );
+    const sel = table.querySelector<HTMLElement>("tr.selected");
+    if (sel) table.scrollTop = Math.max(0, sel.offsetTop - table.clientHeight / 2);
   };
 
   const renderDetail = () => {

@@ -127,7 +127,9 @@ export function startPage(): HTMLElement {
     const targetNote = h("p", { class: "muted target-note" });
     const showTarget = () => {
       const t = targets.find((x) => x.name === targetSel.value);
-      replace(targetNote, t ? `${t.triple} · cpu ${t.cpu || "generic"}${t.features ? ` · ${t.features}` : ""} · ${t.runnable ? "runs and is timed on this server" : "code is emitted but not run here"}${t.note ? ` — ${t.note}` : ""}` : "");
+      const features = t?.features ? t.features.split(",").filter(Boolean) : [];
+      targetNote.title = features.join(" ");
+      replace(targetNote, t ? `${t.triple} · cpu ${t.cpu || "generic"}${features.length ? ` · ${features.length} CPU features` : ""} · ${t.runnable ? "runs and is timed on this server" : "code is emitted but not run here"}${t.note ? ` — ${t.note}` : ""}` : "");
     };
     targetSel.addEventListener("change", showTarget);
     if (targets.some((t) => t.name === "host")) targetSel.value = "host";
