@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,30 @@ from .types import TensorType
 _SMALL = 8
 
 
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
+
+
 def digest(data: np.ndarray) -> str:
-    """First 8 hex digits of the SHA-256 of the array's C-order bytes (strings: their repr)."""
+    """First 8 hex digits of the SHA-256 of the array's C-order bytes (strings: their repr).
+
+    Constants are immutable in the IR, so the digest of a large array is computed once per array
+    object (cached by identity through a weak reference; a read-only view is not assumed).
+    """
+    key = id(data)
+    hit = _DIGESTS.get(key)
+    if hit is not None and hit[0]() is data:
+        return hit[1]
     if data.dtype == object:
         raw = repr(data.tolist()).encode()
     else:
         raw = np.ascontiguousarray(data).tobytes()
-    return hashlib.sha256(raw).hexdigest()[:8]
+    d = hashlib.sha256(raw).hexdigest()[:8]
+    if data.nbytes >= 4096:
+        try:
+            _DIGESTS[key] = (weakref.ref(data, lambda _r, k=key: _DIGESTS.pop(k, None)), d)
+        except TypeError:  # not weak-referenceable
+            pass
+    return d
 
 
 def name_ref(name: str) -> str:
