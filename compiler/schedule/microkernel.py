@@ -168,7 +168,7 @@ def _add_const(lk: LoweredKernel, name: str, data: np.ndarray, label: str) -> Bu
 
 
 def _gemm_nest(lk: LoweredKernel, m_n: int, n_n: int, k_n: int, mr: int, nr: int, a_at, b_at,  # type: ignore[no-untyped-def]
-               store_at, epi: Expr, epi_map) -> Stmt:
+               store_at, epi: Expr, epi_map, width: int) -> Stmt:
     """The tiled loop nest; ``a_at(mo, k, mi)``/``b_at(k, tile, n0, ni)`` give operands, ``store_at(m, n)`` the
     output indices, ``epi_map(m, n)`` the epilogue's variable mapping."""
     tiles = math.ceil(n_n / nr)
@@ -195,7 +195,7 @@ def _gemm_nest(lk: LoweredKernel, m_n: int, n_n: int, k_n: int, mr: int, nr: int
     sched += [f"tile(m={m_n}, n={n_n}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} register tile",
               f"split(nt, {tpb}) -> nb, nt  # column block of B: {k_n}x{tpb * nr} floats stays in L2",
               "reorder(nb, mo, nt, k, mi, ni)", "cache_write(acc, local)  # accumulators in registers across k",
-              "unroll(mi)", f"vectorize(ni)  # {nr // min(nr, 16 if nr >= 16 else nr)} vectors per row",
+              "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x float> per row",
               "compute_at(epilogue, ni)  # applied to the accumulators before the store"]
     if n_n % nr:
         sched.append(f"predicate(ni < {n_n})  # masked store in the last column tile")
@@ -234,13 +234,17 @@ def _finish(lk: LoweredKernel, stmts: list[Stmt], flops: int) -> LoweredKernel:
 def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
           target: Target) -> LoweredKernel | None:
     x, w = ins[0], ins[1]
-    if x is None or w is None or w.const is None or x.rank != 4 or int(node.attr("group", 1)) != 1:
+    if x is None or w is None or w.const is None or x.rank != 4:
         return None
     xbuf = _probe_buffer(x)
     if xbuf is None:
         return None
     nb_, c_n, h, wd = x.shape
-    co, _, kh, kw = w.shape
+    co, cg, kh, kw = w.shape
+    groups = int(node.attr("group", 1))
+    if cg * groups != c_n or co % groups:
+        return None
+    mg = co // groups
     oshape = out_t.shape
     oh, ow = oshape[2], oshape[3]
     ep = _epilogue(out_t, 4, (oh, ow))
@@ -248,29 +252,31 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         return None
     epi, vs = ep
     st, dil, pb, in_sp, out_sp = _geom(node, x, oshape, [kh, kw])
-    k_n, n_n = c_n * kh * kw, oh * ow
-    mr = _pick_mr(co)
+    k_n, n_n = cg * kh * kw, oh * ow
+    mr = _pick_mr(mg)
     width = target.vector_width_f32
     nr = 2 * width
-    wp = np.asarray(w.const, np.float32).reshape(co // mr, mr, k_n).transpose(0, 2, 1)
-    wbuf = _add_const(lk, "wpack", wp, f"{node.label}.W packed [Co/{mr}, K, {mr}]")
-    vn = Var("n")
+    wp = np.asarray(w.const, np.float32).reshape(groups, mg // mr, mr, k_n).transpose(0, 1, 3, 2)
+    wbuf = _add_const(lk, "wpack", wp, f"{node.label}.W packed [G, Co/G/{mr}, K, {mr}]")
+    vn, vg = Var("n"), Var("g")
     direct = kh == kw == 1 and st == [1, 1] and pb == [0, 0] and h * wd == n_n
     stmts: list[Stmt] = []
     sched = lk.func.attrs.setdefault("schedule", [])
-    sched.append(f"pack(W: [{co}, {c_n}, {kh}, {kw}] -> [{co // mr}, {k_n}, {mr}])  # at compile time")
+    sched.append(f"pack(W: [{co}, {cg}, {kh}, {kw}] -> [{groups}, {mg // mr}, {k_n}, {mr}])  # at compile time")
+    if groups > 1:
+        sched.append(f"split(co, {mg}) -> g, m  # group={groups}: one GEMM per group")
     if direct:
-        bsrc = Buffer(xbuf.name, xbuf.dtype, (nb_, k_n, n_n), xbuf.scope)
+        bsrc = Buffer(xbuf.name, xbuf.dtype, (nb_, c_n, n_n), xbuf.scope)
 
         def b_at(k: Expr, tile: Expr, n0: Expr, ni: Expr) -> Expr:
-            return Load(bsrc, (vn, k, add(n0, ni)))
+            return Load(bsrc, (vn, add(mul(vg, cg), k), add(n0, ni)))
         sched.append(f"view(X as [{c_n}, {n_n}])  # 1x1 stride 1: no im2col")
     else:
         col = Buffer("col", "f32", (k_n, n_n + nr), "scratch")
         lk.args.append(KernelArg("scratch", f"{lk.name}.col", col))
         vc, vh, vw, vy, vx = (Var(s) for s in ("ci", "kh", "kw", "oy", "ox"))
         pos, cond = _window([vy, vx], [vh, vw], st, dil, pb, in_sp, out_sp, [kh, kw])
-        val: Expr = Load(xbuf, (vn, vc, pos[0], pos[1]))
+        val: Expr = Load(xbuf, (vn, add(mul(vg, cg), vc), pos[0], pos[1]))
         if cond is not None:
             val = select(cond, val, Float(0.0))
         kidx = add(mul(add(mul(vc, kh), vh), kw), vw)
@@ -278,24 +284,27 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         inner: Stmt = Store(col, (kidx, add(mul(vy, ow), vx)), val)
         if lanes is not None and lanes < ow:
             vxo, vxi = Var("ox_o"), Var("ox_i")
-            inner = For(vxo, ow // lanes, For(vxi, lanes, Store(col, (kidx, add(mul(vy, ow), add(mul(vxo, lanes), vxi))),
-                        substitute(val, {"ox": add(mul(vxo, lanes), vxi)})), "vectorized"))
+            ox = add(mul(vxo, lanes), vxi)
+            inner = For(vxo, ow // lanes, For(vxi, lanes, Store(col, (kidx, add(mul(vy, ow), ox)),
+                                                                substitute(val, {"ox": ox})), "vectorized"))
         else:
             inner = For(vx, ow, inner, "vectorized" if lanes == ow else "serial")
-        stmts.append(For(vc, c_n, For(vh, kh, For(vw, kw, For(vy, oh, inner)))))
-        sched.append(f"im2col(X -> col[{k_n}, {n_n}])  # padding as zeros" + (f", vectorize(ox, {lanes})" if lanes else ""))
+        stmts.append(For(vc, cg, For(vh, kh, For(vw, kw, For(vy, oh, inner)))))
+        sched.append(f"im2col(X -> col[{k_n}, {n_n}])  # padding as zeros (masked loads)"
+                     + (f", vectorize(ox, {lanes})" if lanes else ""))
 
         def b_at(k: Expr, tile: Expr, n0: Expr, ni: Expr) -> Expr:
             return Load(col, (k, add(n0, ni)))
 
     ov = Buffer(out_buf.name, out_buf.dtype, (nb_, co, n_n), out_buf.scope)
-    g = _gemm_nest(lk, co, n_n, k_n, mr, nr, lambda mo, k, mi: Load(wbuf, (mo, k, mi)), b_at,
-                   (ov, lambda m, n: (vn, m, n)), epi,
-                   lambda m, n: {vs[0].name: vn, vs[1].name: m, vs[2].name: Int(0), vs[3].name: n})
+    g = _gemm_nest(lk, mg, n_n, k_n, mr, nr, lambda mo, k, mi: Load(wbuf, (vg, mo, k, mi)), b_at,
+                   (ov, lambda m, n: (vn, add(mul(vg, mg), m), n)), epi,
+                   lambda m, n: {vs[0].name: vn, vs[1].name: add(mul(vg, mg), m), vs[2].name: Int(0),
+                                 vs[3].name: n}, width)
     stmts.append(g)
     epi_ops = sum(1 for y in _walk(epi) if isinstance(y, Bin) and y.dtype == "f32")
-    return _finish(lk, [For(vn, nb_, Seq(stmts) if len(stmts) > 1 else stmts[0])],
-                   nb_ * (2 * co * n_n * k_n + epi_ops * co * n_n))
+    body = For(vg, groups, Seq(stmts) if len(stmts) > 1 else stmts[0])
+    return _finish(lk, [For(vn, nb_, body)], nb_ * (2 * co * n_n * k_n + epi_ops * co * n_n))
 
 
 def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
@@ -335,7 +344,7 @@ def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         return Load(abuf, (k, m) if ta else (m, k))
 
     g = _gemm_nest(lk, m_n, n_n, k_n, mr, nr, a_at, lambda k, tile, n0, ni: Load(bbuf, (tile, k, ni)),
-                   (out_buf, lambda m, n: (m, n)), epi, lambda m, n: {vs[0].name: m, vs[1].name: n})
+                   (out_buf, lambda m, n: (m, n)), epi, lambda m, n: {vs[0].name: m, vs[1].name: n}, width)
     epi_ops = sum(1 for y in _walk(epi) if isinstance(y, Bin) and y.dtype == "f32")
     return _finish(lk, [g], 2 * m_n * n_n * k_n + epi_ops * m_n * n_n)
 

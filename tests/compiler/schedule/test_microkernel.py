@@ -113,3 +113,19 @@ def test_fused_conv_add_relu_epilogue_in_accumulators() -> None:
     assert sum(1 for a in lk.args if a.kind == "scratch") == 1  # only im2col, no buffer for the Conv result
     (got,) = _run(lk, {"x": x, "r": res})
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 16, 9, 9), (24, 4, 1, 1), {"group": 4}),
+    ((1, 12, 10, 11), (12, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
+    ((1, 8, 11, 11), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 6, 9, 9), (12, 3, 3, 3), {"group": 2, "pads": [0, 1, 1, 0]}),
+])
+def test_grouped_and_depthwise_conv_microkernel(xs, ws, attrs) -> None:  # type: ignore[no-untyped-def]
+    x = f(*xs)
+    consts = {"w": f(*ws), "b": f(ws[0])}
+    ref, node = onnx_node_case("Conv", {"x": x}, attrs, consts=consts)
+    lk = try_microkernel(node, "gconv", 17, get_target("host"))
+    assert lk is not None and f"group={attrs['group']}" in print_func(lk.func)
+    (got,) = _run(lk, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
