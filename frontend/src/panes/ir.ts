@@ -61,6 +61,7 @@ export function irPane(): Pane {
       );
       replace(body);
       if (diff && prev) {
+        if (ds && ds.added + ds.removed === 0) body.appendChild(h("p", { class: "muted ir-same" }, `The IR is the same as after pass ${n - 1} (${prev.name}).`));
         body.appendChild(h("div", { class: "diff-labels" }, h("span", null, `before: pass ${n - 1} ${prev.name}`), h("span", null, `after: pass ${n} ${pass.name}`)));
         const host = h("div", { class: "cm-host diff" });
         body.appendChild(host);

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { pipelineProblem } from "../src/panes/pipelineform";
+import type { PassInfo } from "../src/api";
+
+const PASSES: PassInfo[] = [
+  { name: "fold-constants", doc: "", options: [{ name: "max-bytes", type: "int", default: 1, doc: "" }] },
+  { name: "fuse-ops", doc: "", options: [{ name: "max-group-size", type: "int", default: 16, doc: "" }] },
+];
+
+describe("pipelineProblem", () => {
+  it("accepts known passes and options, and the empty pipeline (O0)", () => {
+    expect(pipelineProblem("fold-constants{max-bytes=10},fuse-ops{max-group-size=4}", PASSES)).toBeNull();
+    expect(pipelineProblem("", PASSES)).toBeNull();
+  });
+  it("names an unknown pass or option", () => {
+    expect(pipelineProblem("fold-constants,fuse-opz", PASSES)).toBe("Unknown pass “fuse-opz”.");
+    expect(pipelineProblem("fuse-ops{max-size=4}", PASSES)).toContain("has no option “max-size” (it has: max-group-size)");
+  });
+  it("leaves the check to the server when it has no pass list", () => {
+    expect(pipelineProblem("anything", [])).toBeNull();
+  });
+});
