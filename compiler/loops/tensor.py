@@ -80,7 +80,21 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
             return t[[Int(0) if d == 1 else next(it) for d in t.shape]]
 
         return Tensor(shape, t.dtype, squeeze_fn, t.const)
-    return Tensor(shape, t.dtype, lambda idx: t[unravel(ravel(idx, shape), t.shape)])
+    # dims shared at the front and the back map index to index; only the middle is re-raveled
+    src = t.shape
+    pre = 0
+    while pre < min(len(src), len(shape)) and src[pre] == shape[pre]:
+        pre += 1
+    suf = 0
+    while suf < min(len(src), len(shape)) - pre and src[-1 - suf] == shape[-1 - suf]:
+        suf += 1
+    mid_out, mid_in = shape[pre:len(shape) - suf], src[pre:len(src) - suf]
+
+    def fn(idx: list[Expr]) -> Expr:
+        mid = unravel(ravel(idx[pre:len(shape) - suf], mid_out), mid_in)
+        return t[idx[:pre] + mid + idx[len(shape) - suf:]]
+
+    return Tensor(shape, t.dtype, fn)
 
 
 def clamp(i: Expr, lo: int, hi: int) -> Expr:
