@@ -66,6 +66,9 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
         print(f"[{e['index']:2d}] {e['name']:<34} {e['duration_ms']:9.1f} ms  "
               f"{'changed' if e['changed'] else 'unchanged':<9}  nodes {s.get('nodes')}, groups {s.get('groups')}, "
               f"constants {_mib(s.get('constant_bytes'))}, remarks {len(e['remarks'])}")
+        if args.remarks:
+            for r in e["remarks"]:
+                print(f"     {r['kind']:<8} {r['message']}")
         if args.print_after_all:
             print(f"// ----- IR Dump After {e['name']} (pass {e['index']}) -----")
             print(e["ir"])
@@ -143,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--pipeline", default="O2", help="preset O0..O3 or pass text, e.g. fold-constants,fuse-ops")
     c.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...", help="bind an input's shape")
     c.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
+    c.add_argument("--remarks", action="store_true", help="print every remark under its pass")
     c.add_argument("--emit-dir", metavar="DIR", help="write per-pass IR and per-kernel code here")
     c.add_argument("--json", action="store_true", help="print the JSON report")
     c.add_argument("--check-passes", action="store_true",
