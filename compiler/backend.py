@@ -1,0 +1,144 @@
+"""Prism as an ONNX backend: the standard ``onnx.backend.base.Backend`` interface.
+
+``PrismBackend.prepare(model, device="CPU", pipeline="O2")`` checks the model and returns a
+:class:`PrismRep`; ``rep.run(inputs)`` specializes the model to the shapes of ``inputs``, compiles
+it with the real compiler (frontend -> graph passes -> lowering and schedules -> LLVM codegen,
+``compiler.runtime.execute.compile_program``) for the ``host`` target, executes it and returns the
+outputs as a namedtuple (``onnx.backend.base.namedtupledict``), as the ONNX backend test runner
+expects. A compiled program is cached per tuple of input shapes (and dtypes): a new shape compiles
+again, the same shape does not.
+
+Options (keyword arguments of ``prepare``/``run_model``/``run_node``):
+    pipeline: pass pipeline text or preset (default ``"O2"``).
+    target: compilation target (default ``"host"``; it must be runnable here).
+    isolate: run generated code in a fresh child process (default True): a crash in a kernel
+        raises ``CompileError(stage="run")`` naming it instead of killing the caller. The
+        conformance runner, which isolates whole cases itself, passes ``isolate=False``.
+    timeout_s: limit for one isolated run (default 300 s).
+
+Errors: every failure is a :class:`compiler.errors.CompileError` with its stage (``import``,
+``shape``, ``passes``, ``lowering``, ``codegen``, ``run``, ``request``).
+Semantics of the interface: ``onnx/backend/base.py`` and ``onnx/backend/test/runner``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
+
+from .errors import CompileError
+from .runtime.execute import Program, compile_program, run_program, run_program_isolated
+
+
+class PrismRep(BackendRep):
+    """A prepared model: compiles per input-shape tuple on first use, then executes.
+
+    ``programs`` maps ``((name, shape, dtype), ...)`` to the compiled :class:`Program`.
+    """
+
+    def __init__(self, model: onnx.ModelProto, *, pipeline: str = "O2", target: str = "host",
+                 isolate: bool = True, timeout_s: float = 300.0) -> None:
+        self.model = model
+        self.pipeline = pipeline
+        self.target = target
+        self.isolate = isolate
+        self.timeout_s = timeout_s
+        inits = {t.name for t in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in inits]
+        self.output_names = [o.name for o in model.graph.output]
+        self.programs: dict[tuple[Any, ...], Program] = {}
+
+    def _inputs(self, inputs: Any) -> list[np.ndarray]:
+        if isinstance(inputs, dict):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise CompileError("request", f"missing inputs: {', '.join(missing)}")
+            return [np.asarray(inputs[n]) for n in self.input_names]
+        if isinstance(inputs, np.ndarray | np.generic):
+            inputs = [inputs]
+        arrs = [np.asarray(x) for x in inputs]
+        if len(arrs) != len(self.input_names):
+            raise CompileError("request", f"the model takes {len(self.input_names)} inputs "
+                               f"({', '.join(self.input_names)}), {len(arrs)} were given")
+        return arrs
+
+    def program_for(self, arrays: Sequence[np.ndarray]) -> Program:
+        """The program compiled for the shapes of ``arrays`` (compiling it on first use)."""
+        key = tuple((n, tuple(a.shape), a.dtype.str) for n, a in zip(self.input_names, arrays, strict=True))
+        prog = self.programs.get(key)
+        if prog is None:
+            shapes = {n: list(a.shape) for n, a in zip(self.input_names, arrays, strict=True)}
+            prog = compile_program(self.model, shapes, pipeline=self.pipeline, target=self.target)
+            self.programs[key] = prog
+        return prog
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Run on ``inputs`` (a list in graph-input order, a single array, or ``{name: array}``).
+
+        Returns a namedtuple of the outputs in graph-output order. Raises CompileError.
+        """
+        arrays = self._inputs(inputs)
+        prog = self.program_for(arrays)
+        if self.isolate:
+            outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
+        else:
+            outs = run_program(prog, arrays)
+        return namedtupledict("Outputs", self.output_names)(*outs)
+
+
+class PrismBackend(Backend):
+    """``onnx.backend.base.Backend`` for Prism on the CPU (target ``host``)."""
+
+    @classmethod
+    def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        return cls.supports_device(device)
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> PrismRep:
+        """Check ``model`` (``onnx.checker``) and return a :class:`PrismRep`. Raises CompileError
+        (stage ``request``) for a device other than CPU, (stage ``import``) for an invalid model."""
+        if not cls.supports_device(device):
+            raise CompileError("request", f"device {device!r} is not supported (CPU only)")
+        if not isinstance(model, onnx.ModelProto):
+            model = onnx.load_model_from_string(bytes(model)) if isinstance(model, bytes | bytearray) \
+                else onnx.load(model)
+        opts = {k: kwargs[k] for k in ("pipeline", "target", "isolate", "timeout_s") if k in kwargs}
+        return PrismRep(model, **opts)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, ...]] | None = None, **kwargs: Any) -> tuple[Any, ...]:
+        """Run one node: it is wrapped in a model (default opset of the installed onnx) whose inputs
+        take the dtypes and shapes of ``inputs``."""
+        arrays = [np.asarray(x) for x in (inputs.values() if isinstance(inputs, dict) else inputs)]
+        names = list(node.input)
+        vis = [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+               for n, a in zip(names, arrays, strict=False) if n]
+        outs = [onnx.helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output]
+        if outputs_info:
+            outs = [onnx.helper.make_tensor_value_info(o, onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt)), shp)
+                    for o, (dt, shp) in zip(node.output, outputs_info, strict=False)]
+        graph = onnx.helper.make_graph([node], "run_node", vis, outs)
+        model = onnx.helper.make_model(graph)
+        return cls.prepare(model, device, **kwargs).run([a for n, a in zip(names, arrays, strict=False) if n])
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        try:
+            return Device(device).type == DeviceType.CPU
+        except Exception:
+            return False
+
+
+prepare = PrismBackend.prepare
+run_model = PrismBackend.run_model
+run_node = PrismBackend.run_node
+supports_device = PrismBackend.supports_device
