@@ -4,7 +4,7 @@ Semantics follow the ONNX IR spec (onnx/docs/IR.md): initializers and ``Constant
 constants; an input that is also an initializer (IR version 3 models list every initializer among
 the inputs) is a constant with a default, as ONNX Runtime treats it unless the caller feeds it;
 trailing omitted optional inputs (empty names) are trimmed; ``If``/``Loop``/``Scan`` bodies become
-:class:`Graph` attributes whose ``parent`` is the enclosing graph. Default-domain opsets 7 to 21 are
+:class:`Graph` attributes whose ``parent`` is the enclosing graph. Default-domain opsets 7 to 25 are
 accepted. Every problem raises :class:`CompileError` with stage ``import``.
 """
 
@@ -19,13 +19,13 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 from ..errors import CompileError
 from ..ir import Graph, IRError, Node, TensorType, UnsupportedDType, Value
 
-MIN_OPSET, MAX_OPSET = 7, 21
+MIN_OPSET, MAX_OPSET = 7, 25
 DEFAULT_DOMAINS = ("", "ai.onnx")
 UNKNOWN_DIM = "?"
 
 
 def default_opset(proto: ModelProto) -> int:
-    """The model's default-domain opset; raises CompileError if absent or outside 7..21."""
+    """The model's default-domain opset; raises CompileError if absent or outside 7..25."""
     versions = [o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS]
     if not versions:
         if proto.ir_version < 3:
