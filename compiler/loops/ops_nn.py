@@ -20,7 +20,7 @@ from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, lan
 from .ops_elementwise import LowerCtx, bad, const_input, register
 from .tensor import Tensor, broadcast_to, norm_axis, reshape
 
-COMPLEX_OPS = {"Conv", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+COMPLEX_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Softmax", "LogSoftmax", "LRN"}
 
 
@@ -99,6 +99,49 @@ def _conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         if cond is not None:
             xv = select(cond, xv, Float(0.0))
         red = reduce_("sum", [rc] + rk, mul(xv, w[[co, rc[0]] + [v for v, _ in rk]]))
+        return add(red, b[[co]]) if b is not None else red
+    return [Tensor(out, x.dtype, fn)]
+
+
+@register("ConvTranspose")
+def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """out[n, co, o] = sum over (ci in co's group, k) of X[n, ci, i] * W[ci, co mod Cog, k] where
+    o = i * stride - pad_begin + k * dilation (ONNX ConvTranspose); the output shape (incl.
+    output_padding / output_shape) comes from shape inference."""
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    assert x is not None and w is not None
+    ap = node.attr("auto_pad", "NOTSET")
+    if (ap.decode() if isinstance(ap, bytes) else ap) not in ("NOTSET", "", "VALID"):
+        raise bad(node, "auto_pad", "ConvTranspose with SAME auto_pad is not supported")
+    out = ctx.out_shape(node)
+    group = int(node.attr("group", 1))
+    ks = list(w.shape[2:])
+    nd = len(ks)
+    st = list(node.attr("strides", [1] * nd))
+    dil = list(node.attr("dilations", [1] * nd))
+    pads = list(node.attr("pads", [0] * (2 * nd)))
+    cig = x.shape[1] // group
+    cog = w.shape[1]
+    lw = ctx.lowering
+    rc = lw.axis("rc", cig)
+    rk = [lw.axis("rk", k) for k in ks]
+
+    def fn(idx: list[Expr]) -> Expr:
+        n, co, o = idx[0], idx[1], idx[2:]
+        ci = add(mul(floordiv(co, cog), cig), rc[0]) if group > 1 else rc[0]
+        cond: Expr | None = None
+        pos: list[Expr] = []
+        for d in range(nd):
+            t = sub(add(o[d], pads[d]), mul(rk[d][0], dil[d]))
+            i = floordiv(emax(t, 0), st[d])
+            cond = land(cond, land(Bin(">=", t, Int(0)), Bin("<", i, Int(x.shape[2 + d]))))
+            if st[d] > 1:
+                cond = land(cond, Bin("==", Bin("%", emax(t, 0), Int(st[d])), Int(0)))
+            pos.append(emin(i, x.shape[2 + d] - 1))
+        co_in = Bin("%", co, Int(cog)) if group > 1 else co
+        term = mul(x[[n, ci] + pos], w[[ci, co_in] + [r for r, _ in rk]])
+        red = reduce_("sum", [rc] + rk, select(cond, term, Float(0.0)) if cond is not None else term)
         return add(red, b[[co]]) if b is not None else red
     return [Tensor(out, x.dtype, fn)]
 
