@@ -7,6 +7,7 @@ Environment:
     PRISM_VAR_DIR                where the SQLite file and uploaded models live, default var/
     PRISM_MAX_UPLOAD_BYTES       largest accepted model upload in bytes, default 200 MB
     PRISM_COMPILE_TIME_LIMIT_S   hard time limit of one compilation in seconds, default 300
+    PRISM_COMPILE_SOFT_TIME_LIMIT_S  soft limit (ends the log saying so), default 15 s before it
     PRISM_STALE_AFTER_S          a running compilation whose heartbeat is older is reaped, default 60
     PRISM_HEARTBEAT_S            heartbeat interval of a running compilation, default 5
     PRISM_REAP_INTERVAL_S        how often each worker looks for stale compilations, default 30
@@ -149,7 +150,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = PRISM_COMPILE_QUEUE
 CELERY_TASK_TIME_LIMIT = PRISM_COMPILE_TIME_LIMIT_S
-CELERY_TASK_SOFT_TIME_LIMIT = max(1, PRISM_COMPILE_TIME_LIMIT_S - max(2, PRISM_COMPILE_TIME_LIMIT_S // 20))
+# The soft limit is checked at each event and ends the log with a compile.failed saying so; the
+# hard limit kills a run stuck between events (the log is then ended by the run or the reaper).
+PRISM_COMPILE_SOFT_TIME_LIMIT_S = _env_int(
+    "PRISM_COMPILE_SOFT_TIME_LIMIT_S",
+    max(1, PRISM_COMPILE_TIME_LIMIT_S - max(5, PRISM_COMPILE_TIME_LIMIT_S // 20)),
+)
 # An unacknowledged task (its worker died) is redelivered after this many seconds; it must exceed
 # the hard time limit, or a slow compilation would be delivered twice.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120}

@@ -1,7 +1,6 @@
 """Celery tasks: thin, they take ids and call services."""
 
 from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from explorer.compilations.services.compilations import run_compilation
@@ -11,15 +10,17 @@ from explorer.compilations.services.compilations import run_compilation
     name="prism.run_compilation",
     acks_late=True,
     reject_on_worker_lost=True,
-    time_limit=settings.CELERY_TASK_TIME_LIMIT,
-    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.PRISM_COMPILE_TIME_LIMIT_S,
+    soft_time_limit=None,
     ignore_result=True,
 )
 def run_compilation_task(compilation_id: str) -> None:
-    """Run compilation `compilation_id` (its public id). Hard limit `PRISM_COMPILE_TIME_LIMIT_S`;
-    the soft limit just before it ends the log with a `compile.failed` saying so."""
-    run_compilation(
-        compilation_id,
-        soft_limit_s=settings.CELERY_TASK_SOFT_TIME_LIMIT,
-        soft_limit_exc=SoftTimeLimitExceeded,
-    )
+    """Run compilation `compilation_id` (its public id).
+
+    Time limits: the soft limit (`PRISM_COMPILE_SOFT_TIME_LIMIT_S`) is checked at every event and
+    ends the log with a `compile.failed` saying so; Celery's hard limit
+    (`PRISM_COMPILE_TIME_LIMIT_S`) kills a run stuck between events. Celery's own soft limit is not
+    used: it raises an Exception at an arbitrary point inside the compiler, whose fallback paths
+    (`except Exception`) may swallow it or report it as a compile error of their own.
+    """
+    run_compilation(compilation_id, soft_limit_s=settings.PRISM_COMPILE_SOFT_TIME_LIMIT_S)

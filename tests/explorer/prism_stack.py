@@ -41,7 +41,8 @@ class Stack:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "explorer.settings",
-            "DATABASE_URL": f"sqlite:///{tmp / 'prism.sqlite3'}",
+            # PRISM_TEST_STACK_DATABASE_URL: e.g. an empty PostgreSQL database instead of SQLite
+            "DATABASE_URL": os.environ.get("PRISM_TEST_STACK_DATABASE_URL", f"sqlite:///{tmp / 'prism.sqlite3'}"),
             "REDIS_URL": os.environ.get("PRISM_TEST_STACK_REDIS_URL", "redis://127.0.0.1:6379/15"),
             "PRISM_CHANNEL_PREFIX": f"prism-stack-{run}",
             "PRISM_COMPILE_QUEUE": f"prism.stack.{run}",
@@ -62,10 +63,11 @@ class Stack:
         )
 
     # processes ---------------------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=REPO, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         self.procs[name] = proc
@@ -92,17 +94,19 @@ class Stack:
             time.sleep(0.3)
         raise RuntimeError(f"web server did not start:\n{self.log('web')[-3000:]}")
 
-    def start_worker(self, name: str, concurrency: int = 1) -> subprocess.Popen:
-        """A Celery prefork worker serving this stack's queue; returns once it is ready."""
+    def start_worker(self, name: str, concurrency: int = 1, **env: str) -> subprocess.Popen:
+        """A Celery prefork worker serving this stack's queue (`env` overrides its environment);
+        returns once it is ready."""
+        start = len(self.log(name))
         proc = self._spawn(name, [
             sys.executable, "-m", "celery", "-A", "explorer", "worker", "-l", "info", "-P", "prefork",
             "-c", str(concurrency), "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             "-Q", self.env["PRISM_COMPILE_QUEUE"], "--without-gossip", "--without-mingle",
             "--without-heartbeat",
-        ])
+        ], env)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if " ready." in self.log(name):
+            if " ready." in self.log(name)[start:]:
                 return proc
             if proc.poll() is not None:
                 break

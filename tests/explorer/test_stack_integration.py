@@ -131,6 +131,23 @@ def test_killed_worker_does_not_stay_running(stack, model):
     print(f"\nfailed with: {final['error']['message']}")
 
 
+def test_time_limit_ends_the_log_saying_so(stack, model):
+    stack.stop("w1")
+    stack.start_worker("w-limited", PRISM_COMPILE_TIME_LIMIT_S="20", PRISM_COMPILE_SOFT_TIME_LIMIT_S="1")
+    try:
+        comp = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
+        final = stack.wait_finished(comp["id"], timeout=120)
+    finally:
+        stack.stop("w-limited")
+        stack.start_worker("w1")
+    assert final["status"] == "failed"
+    assert final["error"]["message"] == "compilation exceeded the time limit of 1 s", final["error"]
+    assert final["error"]["reason"] == "time_limit"
+    events = stack.ws_events(comp["id"])
+    assert_complete_stream(events)
+    print(f"\nfailed with: {final['error']}")
+
+
 def test_twenty_compilations_at_once_with_two_workers(stack, model):
     stack.start_worker("w2")
     try:

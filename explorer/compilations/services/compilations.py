@@ -140,10 +140,16 @@ def _create_with_unique_id(**fields) -> Compilation:
 
 
 def enqueue(compilation_id: str) -> None:
-    """Queue the Celery task once the current transaction (if any) commits."""
+    """Queue the Celery task once the current transaction (if any) commits.
+
+    The message carries no time limits, so the worker that runs it applies its own
+    (`PRISM_COMPILE_TIME_LIMIT_S` of the worker's environment), not the web server's.
+    """
     from explorer.compilations.tasks import run_compilation_task
 
-    transaction.on_commit(lambda: run_compilation_task.delay(compilation_id))
+    transaction.on_commit(
+        lambda: run_compilation_task.apply_async((compilation_id,), time_limit=None, soft_time_limit=None)
+    )
 
 
 def worker_name() -> str:
@@ -194,39 +200,49 @@ def claim(compilation_id: str) -> int | None:
             comp.attempts += 1
             comp.started_at = comp.heartbeat_at = now
             comp.worker = worker_name()
-            comp.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "worker"])
+            comp.time_limit_s = int(settings.PRISM_COMPILE_TIME_LIMIT_S)
+            comp.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "worker",
+                                     "time_limit_s"])
             return comp.attempts
     if fail_lost:
-        append_failure(compilation_id, reason="worker_lost", message=lost_message(comp, now))
+        reason, message = lost_reason(comp, now)
+        append_failure(compilation_id, reason=reason, message=message)
     return None
 
 
-def lost_message(comp: Compilation, now) -> str:
-    """Why a `running` compilation without a live worker failed, in one line."""
-    limit = settings.PRISM_COMPILE_TIME_LIMIT_S
-    if comp.started_at and (now - comp.started_at).total_seconds() > limit:
-        return f"compilation exceeded the time limit of {limit} s and its worker process was stopped"
+def lost_reason(comp: Compilation, now) -> tuple[str, str]:
+    """`(reason, one-line message)` for a `running` compilation whose run is gone: `time_limit`
+    when the run's hard time limit had passed (Celery killed it), else `worker_lost`."""
+    limit = comp.time_limit_s or settings.PRISM_COMPILE_TIME_LIMIT_S
+    if comp.started_at and (now - comp.started_at).total_seconds() >= limit - 0.5:
+        return "time_limit", f"compilation exceeded the time limit of {limit} s; its worker process was stopped"
     where = f" ({comp.worker})" if comp.worker else ""
-    return (
+    return "worker_lost", (
         f"the worker running this compilation{where} was lost (killed or crashed) after "
         f"{comp.attempts} attempt(s); submit it again to retry"
     )
+
+
+class CompilationTimeLimit(BaseException):  # noqa: N818
+    """Raised from the event callback once the soft time limit has passed. A BaseException, so
+    that no `except Exception` inside the compiler swallows it (Celery's SoftTimeLimitExceeded
+    is an Exception and can be swallowed by a fallback path)."""
 
 
 def run_compilation(
     compilation_id: str,
     *,
     soft_limit_s: float | None = None,
-    soft_limit_exc: type[BaseException] | None = None,
 ) -> None:
     """Run one compilation with `compiler.compile`, storing and announcing every event.
 
     Args:
         compilation_id: the public id.
-        soft_limit_s: the caller's soft time limit in seconds; a `compile.failed` emitted after it
-            says that the time limit struck.
-        soft_limit_exc: the exception that soft limit raises (Celery's SoftTimeLimitExceeded);
-            when it escapes the compiler the log is ended with a `compile.failed` saying so.
+        soft_limit_s: the soft time limit in seconds. The first event after it stops the
+            compilation (unless it is the compiler's own `compile.failed`), and the log ends with a
+            `compile.failed` saying `compilation exceeded the time limit of N s` (reason
+            `time_limit`). Celery's hard limit stays the backstop for a stage that emits nothing;
+            its SystemExit, arriving after the soft limit, ends the log the same way.
     """
     attempt = claim(compilation_id)
     if attempt is None:
@@ -235,15 +251,17 @@ def run_compilation(
 
     comp = Compilation.objects.select_related("model").get(pk=compilation_id)
     last_type: list[str | None] = [None]
-    limit = settings.PRISM_COMPILE_TIME_LIMIT_S
-
     started = time.monotonic()
+    limit_message = f"compilation exceeded the time limit of {soft_limit_s:g} s" if soft_limit_s else ""
+
+    def over_limit() -> bool:
+        return soft_limit_s is not None and time.monotonic() - started >= soft_limit_s
 
     def on_event(event: dict) -> None:
-        over = soft_limit_s is not None and time.monotonic() - started >= soft_limit_s
-        if over and event.get("type") == "compile.failed":
-            event = {**event, "message": f"compilation exceeded the time limit of {limit} s",
-                     "reason": "time_limit"}
+        if over_limit():
+            if event.get("type") != "compile.failed":
+                raise CompilationTimeLimit(compilation_id)
+            event = {**event, "message": limit_message, "reason": "time_limit"}
         record_event(compilation_id, event, attempt=attempt)
         last_type[0] = event.get("type")
 
@@ -262,15 +280,16 @@ def run_compilation(
     except CompilationSuperseded:
         log.warning("compilation %s was reaped while running; stopped", compilation_id)
     except BaseException as exc:
-        if soft_limit_exc is not None and isinstance(exc, soft_limit_exc):
-            append_failure(compilation_id, reason="time_limit", stage=stage_after(last_type[0]),
-                           message=f"compilation exceeded the time limit of {limit} s")
+        timed_out = isinstance(exc, CompilationTimeLimit) or over_limit()
+        stage = stage_after(last_type[0])
+        if timed_out:
+            append_failure(compilation_id, reason="time_limit", stage=stage, message=limit_message)
         else:
             log.exception("compilation %s crashed the service", compilation_id)
-            append_failure(compilation_id, reason="internal", stage=stage_after(last_type[0]),
+            append_failure(compilation_id, reason="internal", stage=stage,
                            message=f"internal error: {type(exc).__name__}: {exc}")
-            if not isinstance(exc, Exception):
-                raise
+        if not isinstance(exc, (Exception, CompilationTimeLimit)):
+            raise  # SystemExit (Celery's hard limit), KeyboardInterrupt: after the log is ended
     finally:
         beat.stop()
     # The compiler promises a terminal event; if it broke that promise, end the log ourselves.
@@ -341,4 +360,5 @@ def reap_if_stale(compilation_id: str) -> bool:
             log.warning("requeued compilation %s: its worker was lost before any event", comp.id)
             return True
     log.warning("reaping compilation %s: no heartbeat since %s", compilation_id, comp.heartbeat_at)
-    return append_failure(compilation_id, reason="worker_lost", message=lost_message(comp, now))
+    reason, message = lost_reason(comp, now)
+    return append_failure(compilation_id, reason=reason, message=message)

@@ -16,9 +16,11 @@ import threading
 import time
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from explorer.compilations import messages
 from explorer.compilations.models import Compilation, CompilationEvent
@@ -74,12 +76,12 @@ def record_event(compilation_id: str, event: dict, *, attempt: int | None = None
 
     Args:
         compilation_id: the compilation's public id.
-        event: `{"seq","type","ts",...payload}`; `seq` must be the next one in the log.
+        event: `{"seq","type","ts",...payload}`; `seq` should be the next one in the log; if it
+            is not (an event before it was lost), the event is stored under the next seq.
         attempt: when given, the run that emits it; the event is refused unless the compilation is
             still `running` under that attempt.
     Raises:
         CompilationSuperseded: the compilation is no longer this attempt's to write.
-        ValueError: `seq` is not the next one (the compiler broke its contract).
     A terminal event (`compile.finished` / `compile.failed`) also sets the compilation's status,
     `finished_at` and `error`, in the same transaction.
     """
@@ -95,7 +97,10 @@ def record_event(compilation_id: str, event: dict, *, attempt: int | None = None
         last = comp.events.order_by("-seq").values_list("seq", flat=True).first()
         expected = 0 if last is None else last + 1
         if seq != expected:
-            raise ValueError(f"event seq {seq} is not the next one ({expected}) of {compilation_id}")
+            # The compiler numbered an event that never got stored (e.g. the soft time limit
+            # interrupted its write): the stored log stays gapless, numbered by the service.
+            log.warning("compilation %s: compiler seq %s stored as %s", compilation_id, seq, expected)
+            seq = expected
         stored = CompilationEvent.objects.create(
             compilation=comp, seq=seq, type=etype, ts=ts, payload=payload
         )
@@ -142,8 +147,9 @@ def append_failure(compilation_id: str, *, message: str, reason: str, stage: str
 
 
 def announce(compilation_id: str, event: dict) -> None:
-    """Send a stored event to the compilation's group. Failures are logged, never raised: the
-    consumers fall back to the database."""
+    """Send a stored event to the compilation's group. Redis and network failures are logged, not
+    raised: the consumers fall back to the database. Anything else (such as Celery's soft time
+    limit striking here) propagates."""
     size = len(json.dumps(event))
     message = {
         "type": messages.EVENT_MESSAGE,
@@ -152,7 +158,7 @@ def announce(compilation_id: str, event: dict) -> None:
     }
     try:
         _Sender.get().group_send(messages.group_name(compilation_id), message)
-    except Exception:  # noqa: BLE001 - Redis down or message too big: clients will poll the DB
+    except (RedisError, OSError, TimeoutError, ChannelFull):  # clients fall back to the DB
         log.warning("could not announce event %s of %s", event["seq"], compilation_id, exc_info=True)
 
 
