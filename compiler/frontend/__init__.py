@@ -70,7 +70,7 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
     Returns ``{"name", "opset": int, "ir_version": int, "producer": str, "inputs": [{"name",
     "dtype": "float32"|..., "shape": [int|str|None]}], "outputs": [...], "node_count": int}``.
     Raises CompileError(stage="import") for bytes that are not a readable ONNX model or an opset
-    outside 7..25.
+    outside 7 to the installed onnx's latest opset.
     """
     proto, _ = read_model(model)
     from .importer import check_opset, default_opset

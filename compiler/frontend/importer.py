@@ -4,8 +4,8 @@ Semantics follow the ONNX IR spec (onnx/docs/IR.md): initializers and ``Constant
 constants; an input that is also an initializer (IR version 3 models list every initializer among
 the inputs) is a constant with a default, as ONNX Runtime treats it unless the caller feeds it;
 trailing omitted optional inputs (empty names) are trimmed; ``If``/``Loop``/``Scan`` bodies become
-:class:`Graph` attributes whose ``parent`` is the enclosing graph. Default-domain opsets 7 to 25 are
-accepted. Every problem raises :class:`CompileError` with stage ``import``.
+:class:`Graph` attributes whose ``parent`` is the enclosing graph. Default-domain opsets 7 to the installed
+onnx's latest are accepted. Every problem raises :class:`CompileError` with stage ``import``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 from ..errors import CompileError
 from ..ir import Graph, IRError, Node, TensorType, UnsupportedDType, Value
 
-MIN_OPSET, MAX_OPSET = 7, 25
+MIN_OPSET, MAX_OPSET = 7, max(21, onnx.defs.onnx_opset_version())  # up to the installed onnx's
 DEFAULT_DOMAINS = ("", "ai.onnx")
 UNKNOWN_DIM = "?"
 
 
 def default_opset(proto: ModelProto) -> int:
-    """The model's default-domain opset; raises CompileError if absent or outside 7..25."""
+    """The model's default-domain opset; raises CompileError if absent or outside 7..MAX_OPSET."""
     versions = [o.version for o in proto.opset_import if o.domain in DEFAULT_DOMAINS]
     if not versions:
         if proto.ir_version < 3:
