@@ -127,6 +127,18 @@ def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     rc = lw.axis("rc", cig)
     rk = [lw.axis("rk", k) for k in ks]
 
+    co_in_of = (lambda co: Bin("%", co, Int(cog))) if group > 1 else (lambda co: co)
+    if ks == st and dil == [1] * nd and not any(pads) and all(out[2 + d] == x.shape[2 + d] * st[d] for d in range(nd)):
+        # non-overlapping windows (kernel == stride): each output reads exactly one tap, no reduction over k
+        def one_tap(idx: list[Expr]) -> Expr:
+            n, co, o = idx[0], idx[1], idx[2:]
+            ci = add(mul(floordiv(co, cog), cig), rc[0]) if group > 1 else rc[0]
+            term = mul(x[[n, ci] + [floordiv(o[d], st[d]) for d in range(nd)]],
+                       w[[ci, co_in_of(co)] + [Bin("%", o[d], Int(st[d])) for d in range(nd)]])
+            red = reduce_("sum", [rc], term)
+            return add(red, b[[co]]) if b is not None else red
+        return [Tensor(out, x.dtype, one_tap)]
+
     def fn(idx: list[Expr]) -> Expr:
         n, co, o = idx[0], idx[1], idx[2:]
         ci = add(mul(floordiv(co, cog), cig), rc[0]) if group > 1 else rc[0]

@@ -168,38 +168,55 @@ def _add_const(lk: LoweredKernel, name: str, data: np.ndarray, label: str) -> Bu
 
 
 def _gemm_nest(lk: LoweredKernel, m_n: int, n_n: int, k_n: int, mr: int, nr: int, a_at, b_at,  # type: ignore[no-untyped-def]
-               store_at, epi: Expr, epi_map, width: int) -> Stmt:
-    """The tiled loop nest; ``a_at(mo, k, mi)``/``b_at(k, tile, n0, ni)`` give operands, ``store_at(m, n)`` the
-    output indices, ``epi_map(m, n)`` the epilogue's variable mapping."""
-    tiles = math.ceil(n_n / nr)
-    tpb = max(1, min(tiles, L2_BLOCK_BYTES // max(1, k_n * 4 * nr)))
-    nblocks = math.ceil(tiles / tpb)
+               store_at, epi: Expr, epi_map, width: int, block_cols: int | None = None,
+               prologue=None) -> Stmt:
+    """The tiled loop nest. ``a_at(mo, k, mi)`` and ``b_at(k, tile, ni, n_local, n)`` give the operands
+    (``tile`` is the global tile index when blocks are whole tiles, ``ni`` the lane in the tile,
+    ``n_local`` the column inside the block, ``n`` the global column), ``store_at = (buffer, (m, n) -> indices)``, ``epi_map(m, n)`` maps the epilogue's variables.
+    Columns are processed in blocks of ``block_cols`` (default: whole tiles so that a K x block slice of
+    B stays in L2); ``prologue(nb)``, if given, runs at the top of each block (e.g. its im2col)."""
+    if block_cols is None:
+        tiles = math.ceil(n_n / nr)
+        tpb = max(1, min(tiles, L2_BLOCK_BYTES // max(1, k_n * 4 * nr)))
+        block_cols = tpb * nr
+    tpb = math.ceil(block_cols / nr)
+    nblocks = math.ceil(n_n / block_cols)
     vb, vmo, vt, vk, vmi, vni = (Var(x) for x in ("nb", "mo", "nt", "k", "mi", "ni"))
     tile = add(mul(vb, tpb), vt)
-    n0 = mul(tile, nr)
+    n_local = add(mul(vt, nr), vni)
     acc = Buffer("acc", "f32", (mr, nr), "local")
     init = For(vmi, mr, For(vni, nr, Store(acc, (vmi, vni), Float(0.0)), "vectorized"), "unrolled")
-    upd = Store(acc, (vmi, vni), add(Load(acc, (vmi, vni)), mul(a_at(vmo, vk, vmi), b_at(vk, tile, n0, vni))))
+    n_glob = add(mul(vb, block_cols), n_local)
+    upd = Store(acc, (vmi, vni), add(Load(acc, (vmi, vni)), mul(a_at(vmo, vk, vmi),
+                                                                b_at(vk, tile, vni, n_local, n_glob))))
     kloop = For(vk, k_n, For(vmi, mr, For(vni, nr, upd, "vectorized"), "unrolled"))
     m = add(mul(vmo, mr), vmi)
-    n = add(n0, vni)
+    n = add(mul(vb, block_cols), n_local)
     value = substitute(_replace_anchor(epi, Load(acc, (vmi, vni))), epi_map(m, n))
-    st: Stmt = Store(lk.pending[0][0] if store_at is None else store_at[0], store_at[1](m, n), value)
-    if n_n % nr:
-        st = If(Bin("<", n, Int(n_n)), st)
+    st: Stmt = Store(store_at[0], store_at[1](m, n), value)
+    conds = []
+    if block_cols % nr:
+        conds.append(Bin("<", n_local, Int(block_cols)))
+    if n_n % block_cols or (block_cols == tpb * nr and n_n % nr):
+        conds.append(Bin("<", n, Int(n_n)))
+    if conds:
+        st = If(conds[0] if len(conds) == 1 else Bin("and", conds[0], conds[1]), st)
     store = For(vmi, mr, For(vni, nr, st, "vectorized"), "unrolled")
     body: Stmt = Allocate(acc, Seq([init, kloop, store]))
-    if tiles % tpb:
-        body = If(Bin("<", n0, Int(n_n)), body)
+    if n_n % block_cols:
+        body = If(Bin("<", add(mul(vb, block_cols), mul(vt, nr)), Int(n_n)), body)
     sched = lk.func.attrs.setdefault("schedule", [])
     sched += [f"tile(m={m_n}, n={n_n}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} register tile",
-              f"split(nt, {tpb}) -> nb, nt  # column block of B: {k_n}x{tpb * nr} floats stays in L2",
+              f"split(n, {block_cols}) -> nb, n  # column block of B: {k_n}x{block_cols} floats stays in L2",
               "reorder(nb, mo, nt, k, mi, ni)", "cache_write(acc, local)  # accumulators in registers across k",
               "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x float> per row",
               "compute_at(epilogue, ni)  # applied to the accumulators before the store"]
-    if n_n % nr:
-        sched.append(f"predicate(ni < {n_n})  # masked store in the last column tile")
-    return For(vb, nblocks, For(vmo, m_n // mr, For(vt, tpb, body)))
+    if conds:
+        sched.append("predicate(ni)  # masked store in partial column tiles")
+    inner = For(vmo, m_n // mr, For(vt, tpb, body))
+    if prologue is not None:
+        inner = Seq([prologue(vb), inner])
+    return For(vb, nblocks, inner)
 
 
 def _finish(lk: LoweredKernel, stmts: list[Stmt], flops: int) -> LoweredKernel:
@@ -265,42 +282,51 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     sched.append(f"pack(W: [{co}, {cg}, {kh}, {kw}] -> [{groups}, {mg // mr}, {k_n}, {mr}])  # at compile time")
     if groups > 1:
         sched.append(f"split(co, {mg}) -> g, m  # group={groups}: one GEMM per group")
+    block_cols, prologue = None, None
     if direct:
         bsrc = Buffer(xbuf.name, xbuf.dtype, (nb_, c_n, n_n), xbuf.scope)
 
-        def b_at(k: Expr, tile: Expr, n0: Expr, ni: Expr) -> Expr:
-            return Load(bsrc, (vn, add(mul(vg, cg), k), add(n0, ni)))
+        def b_at(k: Expr, tile: Expr, ni: Expr, n_local: Expr, n: Expr) -> Expr:
+            return Load(bsrc, (vn, add(mul(vg, cg), k), n))
         sched.append(f"view(X as [{c_n}, {n_n}])  # 1x1 stride 1: no im2col")
     else:
-        col = Buffer("col", "f32", (k_n, n_n + nr), "scratch")
+        rows = max(1, min(oh, L2_BLOCK_BYTES // max(1, k_n * 4 * ow)))
+        block_cols = rows * ow
+        col = Buffer("col", "f32", (k_n, block_cols + nr), "scratch")
         lk.args.append(KernelArg("scratch", f"{lk.name}.col", col))
         vc, vh, vw, vy, vx = (Var(s) for s in ("ci", "kh", "kw", "oy", "ox"))
-        pos, cond = _window([vy, vx], [vh, vw], st, dil, pb, in_sp, out_sp, [kh, kw])
-        val: Expr = Load(xbuf, (vn, add(mul(vg, cg), vc), pos[0], pos[1]))
-        if cond is not None:
-            val = select(cond, val, Float(0.0))
-        kidx = add(mul(add(mul(vc, kh), vh), kw), vw)
         lanes = next((v for v in (width, 8, 4) if v <= width and ow % v == 0), None)
-        inner: Stmt = Store(col, (kidx, add(mul(vy, ow), vx)), val)
-        if lanes is not None and lanes < ow:
-            vxo, vxi = Var("ox_o"), Var("ox_i")
-            ox = add(mul(vxo, lanes), vxi)
-            inner = For(vxo, ow // lanes, For(vxi, lanes, Store(col, (kidx, add(mul(vy, ow), ox)),
-                                                                substitute(val, {"ox": ox})), "vectorized"))
-        else:
-            inner = For(vx, ow, inner, "vectorized" if lanes == ow else "serial")
-        stmts.append(For(vc, cg, For(vh, kh, For(vw, kw, For(vy, oh, inner)))))
-        sched.append(f"im2col(X -> col[{k_n}, {n_n}])  # padding as zeros (masked loads)"
-                     + (f", vectorize(ox, {lanes})" if lanes else ""))
 
-        def b_at(k: Expr, tile: Expr, n0: Expr, ni: Expr) -> Expr:
-            return Load(col, (k, add(n0, ni)))
+        def prologue(vb: Expr) -> Stmt:
+            oy = add(mul(vb, rows), vy)
+            pos, cond = _window([oy, vx], [vh, vw], st, dil, pb, in_sp, out_sp, [kh, kw])
+            val: Expr = Load(xbuf, (vn, add(mul(vg, cg), vc), pos[0], pos[1]))
+            if cond is not None:
+                val = select(cond, val, Float(0.0))
+            kidx = add(mul(add(mul(vc, kh), vh), kw), vw)
+            inner: Stmt = Store(col, (kidx, add(mul(vy, ow), vx)), val)
+            if lanes is not None and lanes < ow:
+                vxo, vxi = Var("ox_o"), Var("ox_i")
+                ox = add(mul(vxo, lanes), vxi)
+                inner = For(vxo, ow // lanes, For(vxi, lanes, Store(col, (kidx, add(mul(vy, ow), ox)),
+                                                                    substitute(val, {"ox": ox})), "vectorized"))
+            else:
+                inner = For(vx, ow, inner, "vectorized" if lanes == ow else "serial")
+            if oh % rows:
+                inner = If(Bin("<", oy, Int(oh)), inner)
+            return For(vc, cg, For(vh, kh, For(vw, kw, For(vy, rows, inner))))
+
+        sched.append(f"im2col(X -> col[{k_n}, {block_cols}]) compute_at nb  # {rows} output rows per block, "
+                     "padding as zeros (masked loads)" + (f", vectorize(ox, {lanes})" if lanes else ""))
+
+        def b_at(k: Expr, tile: Expr, ni: Expr, n_local: Expr, n: Expr) -> Expr:
+            return Load(col, (k, n_local))
 
     ov = Buffer(out_buf.name, out_buf.dtype, (nb_, co, n_n), out_buf.scope)
     g = _gemm_nest(lk, mg, n_n, k_n, mr, nr, lambda mo, k, mi: Load(wbuf, (vg, mo, k, mi)), b_at,
                    (ov, lambda m, n: (vn, add(mul(vg, mg), m), n)), epi,
                    lambda m, n: {vs[0].name: vn, vs[1].name: add(mul(vg, mg), m), vs[2].name: Int(0),
-                                 vs[3].name: n}, width)
+                                 vs[3].name: n}, width, block_cols, prologue)
     stmts.append(g)
     epi_ops = sum(1 for y in _walk(epi) if isinstance(y, Bin) and y.dtype == "f32")
     body = For(vg, groups, Seq(stmts) if len(stmts) > 1 else stmts[0])
@@ -343,7 +369,7 @@ def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         m = add(mul(mo, mr), mi)
         return Load(abuf, (k, m) if ta else (m, k))
 
-    g = _gemm_nest(lk, m_n, n_n, k_n, mr, nr, a_at, lambda k, tile, n0, ni: Load(bbuf, (tile, k, ni)),
+    g = _gemm_nest(lk, m_n, n_n, k_n, mr, nr, a_at, lambda k, tile, ni, n_local, n: Load(bbuf, (tile, k, ni)),
                    (out_buf, lambda m, n: (m, n)), epi, lambda m, n: {vs[0].name: m, vs[1].name: n}, width)
     epi_ops = sum(1 for y in _walk(epi) if isinstance(y, Bin) and y.dtype == "f32")
     return _finish(lk, [g], 2 * m_n * n_n * k_n + epi_ops * m_n * n_n)

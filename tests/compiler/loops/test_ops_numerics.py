@@ -63,6 +63,7 @@ CASES = [
      {"w": f(8, 1, 3, 3)}, 17),
     ("Conv", {"x": f(1, 3, 9, 10)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, {"w": f(2, 3, 4, 4)}, 17),
     ("ConvTranspose", {"x": f(1, 4, 5, 6)}, {"strides": [2, 2]}, {"w": f(4, 3, 2, 2), "b": f(3)}, 17),
+    ("ConvTranspose", {"x": f(1, 4, 5, 8)}, {"strides": [2, 2]}, {"w": f(4, 3, 3, 3), "b": f(3)}, 17),
     ("ConvTranspose", {"x": f(1, 4, 5, 6)}, {"strides": [2, 3], "pads": [1, 0, 0, 1], "output_padding": [1, 0]},
      {"w": f(4, 2, 3, 3)}, 17),
     ("ConvTranspose", {"x": f(1, 4, 5, 8)}, {"group": 2, "dilations": [2, 1]}, {"w": f(4, 3, 2, 3)}, 17),
