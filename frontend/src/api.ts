@@ -177,6 +177,8 @@ export interface FeedCallbacks {
   done(): boolean;
   /** The server does not know this compilation. */
   onMissing?(): void;
+  /** Reading the stored events failed (the feed goes on trying over the WebSocket). */
+  onError?(message: string): void;
 }
 
 /**
@@ -283,6 +285,7 @@ export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
         cb.onMissing?.();
         return;
       }
+      cb.onError?.(e instanceof Error ? e.message : String(e));
     }
     if (cb.done()) cb.onStatus("closed");
     else connect();

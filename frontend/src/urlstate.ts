@@ -3,7 +3,7 @@
  *
  *   /                                  start page
  *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists)
- *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1)
+ *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
  *
@@ -18,7 +18,7 @@ export type View =
   | { page: "compilation"; id: string; view: "summary" }
   | { page: "compilation"; id: string; view: "remarks" }
   | { page: "compilation"; id: string; view: "kernels" }
-  | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean }
+  | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
   | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
   | { page: "notfound"; path: string };
@@ -48,7 +48,9 @@ export function parseUrl(pathname: string, search = ""): View {
   }
   const kind = parts[2];
   if (kind === "pass" && parts.length === 4 && /^\d+$/.test(parts[3])) {
-    return { page: "compilation", id, view: "pass", pass: Number(parts[3]), diff: q.get("diff") === "1" };
+    const line = q.get("line");
+    const v: View = { page: "compilation", id, view: "pass", pass: Number(parts[3]), diff: q.get("diff") === "1" };
+    return line !== null && /^[1-9]\d*$/.test(line) ? { ...v, line: Number(line) } : v;
   }
   if (kind === "kernel" && parts.length >= 4) {
     const kernel = decode(parts.slice(3).join("/"));
@@ -75,8 +77,13 @@ export function formatUrl(v: View): string {
     case "remarks":
     case "kernels":
       return `${base}?view=${v.view}`;
-    case "pass":
-      return `${base}/pass/${v.pass}${v.diff ? "?diff=1" : ""}`;
+    case "pass": {
+      const q = new URLSearchParams();
+      if (v.diff) q.set("diff", "1");
+      if (v.line !== undefined) q.set("line", String(v.line));
+      const qs = q.toString();
+      return `${base}/pass/${v.pass}${qs ? `?${qs}` : ""}`;
+    }
     case "kernel":
       return `${base}/kernel/${encodeURIComponent(v.kernel)}${v.tab === "loop" ? "" : `?tab=${v.tab}`}`;
     case "graph":

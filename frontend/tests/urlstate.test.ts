@@ -14,6 +14,8 @@ describe("url state", () => {
     expect(parseUrl("/c/k3x9q2ab", "?view=kernels")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernels" });
     expect(parseUrl("/c/k3x9q2ab/pass/7")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false });
     expect(parseUrl("/c/k3x9q2ab/pass/7", "?diff=1")).toMatchObject({ view: "pass", pass: 7, diff: true });
+    expect(parseUrl("/c/k3x9q2ab/pass/7", "?line=12")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false, line: 12 });
+    expect(parseUrl("/c/k3x9q2ab/pass/7", "?line=0")).not.toHaveProperty("line");
     expect(parseUrl("/c/k3x9q2ab/kernel/fused_conv_relu_0", "?tab=asm")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernel", kernel: "fused_conv_relu_0", tab: "asm" });
     expect(parseUrl("/c/k3x9q2ab/kernel/k", "?tab=evil")).toMatchObject({ tab: "loop" });
     expect(parseUrl("/c/k3x9q2ab/graph", "?node=Conv_12")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "graph", node: "Conv_12" });
@@ -38,6 +40,7 @@ describe("url state", () => {
 
   it("formats canonical urls", () => {
     expect(formatUrl({ page: "compilation", id: "abc", view: "pass", pass: 3, diff: true })).toBe("/c/abc/pass/3?diff=1");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "pass", pass: 3, diff: false, line: 9 })).toBe("/c/abc/pass/3?line=9");
     expect(formatUrl({ page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "loop" })).toBe("/c/abc/kernel/k");
     expect(formatUrl({ page: "compilation", id: "abc", view: "graph", node: "a b" })).toBe("/c/abc/graph?node=a+b");
     expect(formatUrl({ page: "start" })).toBe("/");

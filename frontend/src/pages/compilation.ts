@@ -116,6 +116,9 @@ export function compilationPage(first: CompilationView): CompilationPage {
     onStatus(s) {
       replace(conn, s === "live" ? "● live" : s === "reconnecting" ? "reconnecting…" : "");
     },
+    onError(message) {
+      replace(conn, h("span", { class: "error" }, `The server could not send the stored events (${message}); retrying.`));
+    },
     lastSeq: () => state.nextSeq - 1,
     done: () => isDone(state),
     onMissing: missing,

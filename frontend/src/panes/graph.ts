@@ -130,7 +130,7 @@ export function graphPane(): Pane {
       ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
       outs.length ? h("div", null, h("h4", null, "outputs"), h("ul", null, ...outs.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
       line !== null
-        ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false })), h("pre", { class: "ir-line" }, irLine.trim()))
+        ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false, line })), h("pre", { class: "ir-line" }, irLine.trim()))
         : h("p", { class: "muted" }, "No IR line found for this node."),
     );
   };

@@ -12,7 +12,7 @@ export function irPane(): Pane {
   const head = h("div", { class: "ir-head" });
   const body = h("div", { class: "ir-body" });
   const el = h("section", { class: "ir-pane", "aria-label": "IR viewer" }, head, body);
-  let shown: { pass: PassFinished | undefined; prev: PassFinished | undefined; diff: boolean } | null = null;
+  let shown: { pass: PassFinished | undefined; prev: PassFinished | undefined; diff: boolean; line?: number } | null = null;
   let editor: CodeViewer | DiffViewer | null = null;
 
   const drop = () => {
@@ -28,8 +28,12 @@ export function irPane(): Pane {
       const pass = state.passes[n];
       const prev = n > 0 ? state.passes[n - 1] : undefined;
       const diff = view.diff && n > 0;
-      if (shown && shown.pass === pass && shown.prev === prev && shown.diff === diff) return;
-      shown = { pass, prev, diff };
+      if (shown && shown.pass === pass && shown.prev === prev && shown.diff === diff) {
+        if (shown.line !== view.line && editor && "markLine" in editor) editor.markLine(view.line ?? null);
+        shown.line = view.line;
+        return;
+      }
+      shown = { pass, prev, diff, line: view.line };
       drop();
       if (!pass) {
         replace(head);
@@ -69,7 +73,10 @@ export function irPane(): Pane {
       } else {
         const host = h("div", { class: "cm-host" });
         body.appendChild(host);
-        editor = codeViewer(host, pass.ir, graphIr);
+        const viewer = codeViewer(host, pass.ir, graphIr);
+        editor = viewer;
+        const mark = view.line;
+        if (mark !== undefined) requestAnimationFrame(() => editor === viewer && viewer.markLine(mark));
       }
     },
     destroy: drop,
