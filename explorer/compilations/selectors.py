@@ -104,12 +104,15 @@ def catalog(kind: str) -> list[dict]:
 
 
 def samples() -> list[dict]:
-    """The compiler's sample models: name, whether it is available here, its input shapes, source."""
+    """The compiler's sample models: name, `available` (already on this server, no download
+    needed), input shapes, source, and the URL that registers it as a model."""
     with compiler_api():
         from compiler import samples as compiler_samples
 
         listed = compiler_samples.list_samples()
     return [
-        {k: v for k, v in s.items() if k != "path"} | {"register_url": f"/api/samples/{s['name']}/model"}
+        {k: v for k, v in s.items() if k != "path"}
+        | {"available": bool(s.get("available", s.get("cached", False))),
+           "register_url": f"/api/samples/{s['name']}/model"}
         for s in listed
     ]

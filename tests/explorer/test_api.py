@@ -90,3 +90,22 @@ def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_
     settings.FRONTEND_DIST = tmp_path
     r = client.get(url)
     assert r.status_code == 200 and r.content == b"<!doctype html><div id=app></div>"
+
+
+@pytest.mark.django_db
+def test_a_sample_becomes_a_model_without_an_upload(client):
+    listed = {s["name"]: s for s in client.get("/api/samples").json()}
+    assert listed["light_squeezenet"]["register_url"] == "/api/samples/light_squeezenet/model"
+    r = client.post("/api/samples/light_squeezenet/model")
+    assert r.status_code == 201, r.content
+    model = r.json()
+    assert model["source"] == "sample:light_squeezenet" and model["opset"] > 0
+    assert client.post("/api/samples/light_squeezenet/model").json()["id"] == model["id"]
+    assert client.post("/api/samples/no-such-sample/model").status_code == 404
+
+
+@pytest.mark.django_db
+def test_catalog_comes_from_the_compiler(client):
+    assert "host" in {t["name"] for t in client.get("/api/targets").json()}
+    assert "fold-constants" in {p["name"] for p in client.get("/api/passes").json()}
+    assert "O2" in {p["name"] for p in client.get("/api/pipelines").json()}

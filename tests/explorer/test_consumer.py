@@ -113,3 +113,20 @@ def test_an_idle_socket_survives_the_redis_read_timeout(make_compilation):
         await ws.disconnect()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_browsers_must_come_from_an_allowed_origin(make_compilation):
+    from explorer.asgi import application
+
+    comp = make_compilation(status="running")
+
+    async def scenario() -> None:
+        path = f"/ws/compilations/{comp.id}/"
+        evil = WebsocketCommunicator(application, path, headers=[(b"origin", b"https://evil.example")])
+        assert (await evil.connect())[0] is False
+        good = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://127.0.0.1:8000")])
+        assert (await good.connect())[0] is True
+        await good.disconnect()
+
+    asyncio.run(scenario())
