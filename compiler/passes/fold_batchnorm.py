@@ -5,6 +5,9 @@ channels on axis 1 (ONNX spec, BatchNormalization). Rewrites, with ``P`` the pro
 input:
 - ``Conv`` (``W: [M, C/group, k...]``, optional bias ``b: [M]``): the output channel is axis 1, so
   ``W'[m] = W[m] * s[m]`` and ``b' = (b - mean) * s + beta`` (``b = 0`` when absent);
+- ``ConvTranspose`` (``W: [C, M/group, k...]``): output channel ``g * (M/group) + j`` comes
+  from ``W[g * C/group : (g+1) * C/group, j]``, which is scaled by ``s`` of that channel; the
+  bias as for Conv;
 - ``Gemm`` (``Y: [M, N]``): BN's axis 1 is Gemm's column ``n``. Column ``n`` of ``op(B)`` is
   scaled: ``B[:, n]`` for ``transB = 0``, ``B[n, :]`` for ``transB = 1``. The bias becomes
   ``C' = (beta_gemm * C - mean) * s + bn_beta`` (its shape is C's broadcast with ``[N]``) and
@@ -13,20 +16,21 @@ input:
   channel axis 1 the last axis, the one ``B``'s columns produce. ``B'[:, n] = B[:, n] * s[n]``
   and BN becomes ``Add(MatMul, beta - mean * s)`` (MatMul has no bias input). For a rank-3 output
   ``[b, M, N]`` BN's axis 1 is ``M``, which scales rows of ``A``, not anything in ``B``: left alone.
-- a ``Mul`` or ``Add`` of a ``Conv``/``Gemm`` output by a constant that varies along axis 1
-  only (a BN the exporter already decomposed, e.g. paddle2onnx's PP-OCR, or a bias ``Add``):
+- a ``Mul`` or ``Add`` of a ``Conv``/``ConvTranspose``/``Gemm`` output by a constant that varies
+  along axis 1 only (a BN the exporter already decomposed, e.g. paddle2onnx's PP-OCR, or a bias
+  ``Add``):
   ``Mul`` is the fold above with ``shift = 0``, ``Add`` with ``s = 1`` (the weights are then not
   copied). The constant must not grow the output (its shape broadcasts into the producer's).
   Option ``affine`` (default true) turns this rule off.
-The BN node is removed; where its output is a graph output, the folded value takes its name. The new
-weights are new constants (the old ones are left for ``eliminate-dead-code``, since another node
+The BN node is removed; where its output is a graph output, the folded value takes its name. The
+new weights are new constants (the old ones are left for ``eliminate-dead-code``, since another node
 may share them).
 
 Left alone (a missed remark says why): BN in training mode or with a used running-mean/var
-output; BN whose scale/B/mean/var are not constants; a producer that is not Conv/Gemm/MatMul,
-whose output has other consumers or is a graph output (the unfolded value is still needed), or
-whose weights are not constants; ``ConvTranspose`` (its weight is ``[C, M/group, k...]``); BNs
-inside ``If``/``Loop`` bodies (only the top-level graph is rewritten).
+output; BN whose scale/B/mean/var are not constants; a producer that is not
+Conv/ConvTranspose/Gemm/MatMul, whose output has other consumers or is a graph output (the
+unfolded value is still needed), or whose weights are not constants; BNs inside ``If``/``Loop``
+bodies (only the top-level graph is rewritten).
 """
 
 from __future__ import annotations
@@ -66,15 +70,22 @@ def _fold_conv(graph: Graph, conv: Node, s: np.ndarray, shift: np.ndarray) -> st
     w = _const(conv.input(1))
     if w is None:
         return "its weight is not a constant"
-    b = _const(conv.input(2)) if conv.input(2) is not None else np.zeros(w.shape[0], w.dtype)
+    group = int(conv.attr("group", 1))
+    m = w.shape[0] if conv.op_type == "Conv" else w.shape[1] * group
+    b = _const(conv.input(2)) if conv.input(2) is not None else np.zeros(m, w.dtype)
     if b is None:
         return "its bias is not a constant"
-    if s.shape[0] != w.shape[0]:
-        return f"BN has {s.shape[0]} channels, Conv has {w.shape[0]} output channels"
-    scale = s.reshape((-1,) + (1,) * (w.ndim - 1))
+    if s.shape[0] != m:
+        return f"BN has {s.shape[0]} channels, {conv.op_type} has {m} output channels"
     b2 = _new_const(graph, f"{conv.label}_bias_bn", b * s + shift, w.dtype)
     if not np.all(s == 1):
-        w2 = _new_const(graph, f"{conv.inputs[1].name}_bn", w * scale, w.dtype)  # type: ignore[union-attr]
+        if conv.op_type == "Conv":  # W: [M, C/group, k...], output channel on axis 0
+            w_new = w * s.reshape((-1,) + (1,) * (w.ndim - 1))
+        else:  # ConvTranspose W: [C, M/group, k...]; output channel g*(M/group) + j
+            c, mg = w.shape[0], w.shape[1]
+            blocks = w.reshape((group, c // group, mg) + w.shape[2:])
+            w_new = (blocks * s.reshape((group, 1, mg) + (1,) * (w.ndim - 2))).reshape(w.shape)
+        w2 = _new_const(graph, f"{conv.inputs[1].name}_bn", w_new, w.dtype)  # type: ignore[union-attr]
         conv.set_input(1, w2)
     w2 = conv.inputs[1]  # type: ignore[assignment]
     if len(conv.inputs) < 3:
@@ -129,7 +140,7 @@ def _fold_matmul(graph: Graph, mm: Node, bn: Node, s: np.ndarray, shift: np.ndar
     return add.outputs[0]
 
 
-FOLDERS = {"Conv": _fold_conv, "Gemm": _fold_gemm}
+FOLDERS = {"Conv": _fold_conv, "ConvTranspose": _fold_conv, "Gemm": _fold_gemm}
 
 
 def per_channel(c: np.ndarray, out_rank: int, channels: int) -> np.ndarray | None:
@@ -224,9 +235,10 @@ class FoldBatchNorm(Pass):
         x = bn.inputs[0]
         p = x.producer if x is not None else None
         if p is None or p.graph is not graph:
-            return "its input is not computed by a Conv/Gemm/MatMul", None
-        if p.op_type not in ("Conv", "Gemm", "MatMul") or p.domain not in ("", "ai.onnx"):
-            return f"its input comes from {p.label} ({p.op_type}), not Conv/Gemm/MatMul", p
+            return "its input is not computed by a Conv/ConvTranspose/Gemm/MatMul", None
+        if p.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or p.domain not in ("", "ai.onnx"):
+            return (f"its input comes from {p.label} ({p.op_type}), "
+                    "not Conv/ConvTranspose/Gemm/MatMul", p)
         users = x.consumers()  # type: ignore[union-attr]
         if len(users) > 1 or x in graph.outputs:
             names = ", ".join(u.label for u in users) + (", graph output" if x in graph.outputs else "")

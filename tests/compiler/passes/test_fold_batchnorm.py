@@ -2,9 +2,10 @@
 model, and every refusal with its reason."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto as T
 from onnx import helper
-from pass_testing import from_onnx, model, run_ort, run_reference, text
+from pass_testing import from_onnx, model, run_ort, run_reference, text, to_onnx
 
 from compiler.ir import print_graph
 from compiler.passes.base import PassContext
@@ -101,7 +102,7 @@ def test_refusals_name_the_reason():
         ("missed", "not folded: BatchNormalization_1: %c has 2 consumers "
                    "(BatchNormalization_1, Relu)"),
         ("missed", "not folded: BatchNormalization_2: its input comes from Relu_1 (Relu), "
-                   "not Conv/Gemm/MatMul"),
+                   "not Conv/ConvTranspose/Gemm/MatMul"),
         ("missed", "not folded: BatchNormalization_3: Conv_1 (Conv): its weight is not a constant"),
     ]
     assert result.remarks[1].nodes == ["BatchNormalization_1", "Conv"]
@@ -117,7 +118,8 @@ def test_matmul_rank2_fold_with_graph_output_name():
     FoldBatchNorm().run(g, PassContext())
     x = rng.standard_normal((4, 5)).astype(np.float32)
     assert [v.name for v in g.outputs] == ["y"]
-    np.testing.assert_allclose(run_reference(g, {"x": x})[0], run_ort(m, {"x": x})[0],
+    # onnx.reference's ConvTranspose mishandles group > 1: both sides run in ONNX Runtime
+    np.testing.assert_allclose(run_ort(to_onnx(g), {"x": x})[0], run_ort(m, {"x": x})[0],
                                rtol=1e-4, atol=1e-5)
 
 
@@ -160,3 +162,27 @@ def test_decomposed_batchnorm_mul_add_folds_into_conv_and_gemm():
              "g_in": rng.standard_normal((2, 5)).astype(f32)}
     for got, want in zip(run_reference(g, feeds), run_ort(m, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_transpose_with_groups_then_bias_add_and_bn(group):
+    rng = np.random.default_rng(5)
+    f32 = np.float32
+    m = model([
+        helper.make_node("ConvTranspose", ["x", "w"], ["ct"], strides=[2, 2], group=group),
+        helper.make_node("Add", ["ct", "b"], ["a"]),              # bias as a separate Add
+        _bn("bn", "a", "y"),
+    ], [("x", T.FLOAT, [1, 4, 3, 3])], [("y", T.FLOAT, [1, 6, 6, 6])],
+        inits=[("w", rng.standard_normal((4, 6 // group, 2, 2)).astype(f32)),
+               ("b", rng.standard_normal((6, 1, 1)).astype(f32))] + _bn_inits(rng, "bn", 6))
+    g = from_onnx(m)
+    result = FoldBatchNorm().run(g, PassContext())
+    assert [r.message for r in result.remarks] == [
+        "folded Add (Add, per-channel shift) into ConvTranspose (ConvTranspose) weights and bias",
+        "folded BatchNormalization into ConvTranspose (ConvTranspose) weights and bias",
+    ]
+    assert [n.op_type for n in g.nodes] == ["ConvTranspose"] and g.outputs[0].name == "y"
+    x = rng.standard_normal((1, 4, 3, 3)).astype(f32)
+    # onnx.reference's ConvTranspose mishandles group > 1: both sides run in ONNX Runtime
+    np.testing.assert_allclose(run_ort(to_onnx(g), {"x": x})[0], run_ort(m, {"x": x})[0],
+                               rtol=1e-4, atol=1e-5)
