@@ -8,6 +8,13 @@ outputs as a namedtuple (``onnx.backend.base.namedtupledict``), as the ONNX back
 expects. A compiled program is cached per tuple of input shapes (and dtypes): a new shape compiles
 again, the same shape does not.
 
+Shape inputs: a graph input that a node reads in a slot that determines a shape or a compile-time
+parameter (Reshape's ``shape``, Slice's ``starts``/``ends``/``axes``/``steps``, a Reduce op's
+``axes``, TopK's ``K``, Resize's ``scales``/``sizes``, Pad's ``pads`` ...; see ``SHAPE_INPUTS``)
+is specialized by value as well: the program is compiled with it bound as a constant, and its
+value is part of the cache key (a new value compiles again). Every other input stays a runtime
+input of the compiled code.
+
 Options (keyword arguments of ``prepare``/``run_model``/``run_node``):
     pipeline: pass pipeline text or preset (default ``"O2"``).
     target: compilation target (default ``"host"``; it must be runnable here).
@@ -33,6 +40,43 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 from .errors import CompileError
 from .runtime.execute import Program, compile_program, run_program, run_program_isolated
 
+# (op type, input index) whose value determines an output shape or a compile-time parameter
+_REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "Range": (0, 1, 2),
+    "ConstantOfShape": (0,), "OneHot": (1,), "Split": (1,), "CumSum": (1,), "Trilu": (1,), "CenterCropPad": (1,),
+    "Col2Im": (1, 2), "DFT": (2,), "STFT": (1, 3), "AffineGrid": (1,), "Dropout": (1, 2), "MaxUnpool": (2,),
+    "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
+    **{r: (1,) for r in _REDUCE},
+}
+
+
+def shape_inputs(model: onnx.ModelProto) -> list[str]:
+    """Graph inputs read in a shape-determining slot (``SHAPE_INPUTS``: Reshape's shape, Slice's
+    starts/ends/axes/steps, Reduce axes, TopK's K, Resize scales/sizes ...) by a top-level node."""
+    inits = {t.name for t in model.graph.initializer}
+    names = {i.name for i in model.graph.input if i.name not in inits}
+    out: list[str] = []
+    for n in model.graph.node:
+        for k in SHAPE_INPUTS.get(n.op_type, ()) if n.domain in ("", "ai.onnx") else ():
+            if k < len(n.input) and n.input[k] in names and n.input[k] not in out:
+                out.append(n.input[k])
+    return out
+
+
+def bind_values(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``model`` whose inputs named in ``values`` are initializers holding them."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [i for i in m.graph.input if i.name not in values]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    for k, v in values.items():
+        m.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(v), k))
+    return m
+
 
 class PrismRep(BackendRep):
     """A prepared model: compiles per input-shape tuple on first use, then executes.
@@ -51,6 +95,7 @@ class PrismRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self.output_names = [o.name for o in model.graph.output]
         self.programs: dict[tuple[Any, ...], Program] = {}
+        self.value_inputs = shape_inputs(model)
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):
@@ -66,23 +111,27 @@ class PrismRep(BackendRep):
                                f"({', '.join(self.input_names)}), {len(arrs)} were given")
         return arrs
 
-    def program_for(self, arrays: Sequence[np.ndarray]) -> Program:
-        """The program compiled for the shapes of ``arrays`` (compiling it on first use)."""
-        key = tuple((n, tuple(a.shape), a.dtype.str) for n, a in zip(self.input_names, arrays, strict=True))
+    def program_for(self, arrays: Sequence[np.ndarray]) -> tuple[Program, list[np.ndarray]]:
+        """The program compiled for the shapes of ``arrays`` (compiling it on first use), and the
+        arrays it takes (those of the inputs not bound as values)."""
+        named = dict(zip(self.input_names, arrays, strict=True))
+        vals = {n: named[n] for n in self.value_inputs}
+        key = tuple((n, tuple(a.shape), a.dtype.str) for n, a in named.items()) + \
+            tuple((n, v.tobytes()) for n, v in vals.items())
         prog = self.programs.get(key)
         if prog is None:
-            shapes = {n: list(a.shape) for n, a in zip(self.input_names, arrays, strict=True)}
-            prog = compile_program(self.model, shapes, pipeline=self.pipeline, target=self.target)
+            model = bind_values(self.model, vals) if vals else self.model
+            shapes = {n: list(a.shape) for n, a in named.items() if n not in vals}
+            prog = compile_program(model, shapes, pipeline=self.pipeline, target=self.target)
             self.programs[key] = prog
-        return prog
+        return prog, [a for n, a in named.items() if n not in vals]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Run on ``inputs`` (a list in graph-input order, a single array, or ``{name: array}``).
 
         Returns a namedtuple of the outputs in graph-output order. Raises CompileError.
         """
-        arrays = self._inputs(inputs)
-        prog = self.program_for(arrays)
+        prog, arrays = self.program_for(self._inputs(inputs))
         if self.isolate:
             outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
         else:

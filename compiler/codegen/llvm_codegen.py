@@ -50,7 +50,9 @@ from .intrinsics import Intrinsics
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
 LTYPE = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i64": I64, "i32": ir.IntType(32),
-         "i8": ir.IntType(8), "u8": ir.IntType(8), "bool": ir.IntType(1)}
+         "i8": ir.IntType(8), "u8": ir.IntType(8), "bool": ir.IntType(1), "i16": ir.IntType(16),
+         "u16": ir.IntType(16), "u32": ir.IntType(32), "u64": I64}
+UNSIGNED = ("bool", "u8", "u16", "u32", "u64")  # compared, divided and widened as unsigned
 MTYPE = dict(LTYPE, bool=ir.IntType(8))  # in memory a bool is a byte
 
 
@@ -363,12 +365,14 @@ class KernelCodegen:
         x, y, B = a.val, b.val, self.b
         fl = _isf(e.a.dtype)
         if op in ("<", "<=", ">", ">=", "==", "!="):
-            r = B.fcmp_ordered(op, x, y) if fl else B.icmp_signed(op, x, y)
+            r = B.fcmp_ordered(op, x, y) if fl else (B.icmp_unsigned if e.a.dtype in UNSIGNED else B.icmp_signed)(
+                op, x, y)
             if fl and op == "!=":
                 r = B.fcmp_unordered(op, x, y)
         elif op in ("min", "max"):
             cmp = "<" if op == "min" else ">"
-            r = B.select(B.fcmp_ordered(cmp, x, y) if fl else B.icmp_signed(cmp, x, y), x, y)
+            icmp = B.icmp_unsigned if e.a.dtype in UNSIGNED else B.icmp_signed
+            r = B.select(B.fcmp_ordered(cmp, x, y) if fl else icmp(cmp, x, y), x, y)
         elif op == "and":
             r = B.and_(x, y)
         elif op == "or":
@@ -376,7 +380,9 @@ class KernelCodegen:
         elif fl:
             r = {"+": B.fadd, "-": B.fsub, "*": B.fmul, "/": B.fdiv}[op](x, y)
         else:
-            r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.sdiv, "%": B.srem, "/": B.sdiv}[op](x, y)
+            u = e.a.dtype in UNSIGNED
+            r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.udiv if u else B.sdiv, "%": B.urem if u else B.srem,
+                 "/": B.udiv if u else B.sdiv}[op](x, y)
         return _V(r, n)
 
     def _cast(self, v: _V, src: str, dst: str) -> _V:
@@ -390,12 +396,12 @@ class KernelCodegen:
         if _isf(src) and _isf(dst):
             return _V(B.fpext(v.val, t) if dst == "f64" else B.fptrunc(v.val, t), v.lanes)
         if _isf(src):
-            return _V(B.fptosi(v.val, t), v.lanes)
+            return _V(B.fptoui(v.val, t) if dst in UNSIGNED else B.fptosi(v.val, t), v.lanes)
         if _isf(dst):
-            return _V(B.uitofp(v.val, t) if src in ("bool", "u8") else B.sitofp(v.val, t), v.lanes)
+            return _V(B.uitofp(v.val, t) if src in UNSIGNED else B.sitofp(v.val, t), v.lanes)
         sw, dw = LTYPE[src].width, LTYPE[dst].width
         if sw == dw:
             return v
         if sw > dw:
             return _V(B.trunc(v.val, t), v.lanes)
-        return _V(B.zext(v.val, t) if src in ("bool", "u8") else B.sext(v.val, t), v.lanes)
+        return _V(B.zext(v.val, t) if src in UNSIGNED else B.sext(v.val, t), v.lanes)

@@ -205,7 +205,7 @@ def finalize(lk: LoweredKernel, body: list[Stmt]) -> None:
 
 def _np(dt: str) -> str:
     return {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
-            "bool": "bool"}[dt]
+            "bool": "bool", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}[dt]
 
 
 def count_flops(s: Stmt) -> int:

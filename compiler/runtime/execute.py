@@ -3,7 +3,8 @@
 This is the runtime path behind :mod:`compiler.backend` (the ``onnx.backend.base.Backend``
 interface) and the conformance runner. :func:`compile_program` runs the real compiler: import
 (``compiler.frontend``), shape specialization from the given input shapes, the graph pipeline
-(``compiler.passes``, ``O2`` by default), lowering and scheduling of every kernel
+(``compiler.passes``, ``O2`` by default), after ONNX function ops without a lowering are
+replaced by their schema's function body (``compiler.frontend.expand``), lowering and scheduling of every kernel
 (``compiler.build.lower_graph``) and codegen to object code (``compiler.build.compile_all``). The
 result is a :class:`Program`: the kernel objects, the call list with every parameter's binding
 (graph input, arena value at its ``plan-memory`` offset, heap value, constant, scratch) and where
@@ -72,6 +73,17 @@ class Program:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
 
+NO_EXPAND = {"Constant", "If", "Loop", "Scan", "Range"}  # folded, or run as control flow
+
+
+def has_lowering(node: Any) -> bool:
+    """True when ``node`` (a NodeProto) is compiled as it is: it has a lowering, is a control-flow or
+    folded op, or is of another domain; else its function body (if any) replaces it."""
+    from ..loops.lower import LOWERINGS
+
+    return node.domain not in ("", "ai.onnx") or node.op_type in LOWERINGS or node.op_type in NO_EXPAND
+
+
 def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None, *, pipeline: str = "O2",
                     target: str = "host") -> Program:
     """Compile ``model`` (ModelProto, bytes or path) for ``input_shapes`` ({input: shape}).
@@ -82,6 +94,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     from ..build import compile_all, lower_graph
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
+    from ..frontend.expand import expand_functions
     from ..passes import PassContext
     from ..passes.manager import run_pipeline
     from ..passes.pipeline import parse_pipeline
@@ -90,6 +103,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     stage = "import"
     try:
         proto, _ = read_model(model)
+        proto = expand_functions(proto, keep=has_lowering)
         graph = import_model(proto)
         stage = "shape"
         specialize(graph, input_shapes)
