@@ -1,7 +1,7 @@
 """Shape and data-movement ops (kind ``injective`` unless noted): Reshape, Flatten, Transpose,
 Squeeze, Unsqueeze, Concat, Split, Slice, Gather*, Scatter*, Expand, Tile, Pad, Resize, Upsample,
-DepthToSpace, SpaceToDepth, and the shape producers Shape, Size, ConstantOfShape, Range, OneHot,
-NonZero (ONNX operator spec, per op, at the model's opset).
+DepthToSpace, SpaceToDepth (ONNX operator spec, per op, at the model's opset). Shape producers are
+in ``compiler.ops.generators``.
 
 Data-dependent output shapes use the input's value when it is known at compile time (a constant
 or a propagated value); otherwise the dims become symbolic names derived from the output.
@@ -349,69 +349,3 @@ def infer_space_to_depth(ctx: InferContext) -> list[TensorType]:
     b = int(ctx.attr("blocksize"))
     g = lambda d: d // b if isinstance(d, int) else "?"  # noqa: E731
     return [ctx.type(0).with_shape((n, c * b * b if isinstance(c, int) else "?", g(h), g(w)))]
-
-
-@op("Shape", kind="opaque")
-def infer_shape(ctx: InferContext) -> list[TensorType]:
-    r = ctx.rank(0)
-    start, end = int(ctx.attr("start", 0)), ctx.attr("end")
-    n = len(range(r)[slice(start, None if end is None else int(end))])
-    return [TensorType(I64, (n,))]
-
-
-@op("Size", kind="opaque")
-def infer_size(ctx: InferContext) -> list[TensorType]:
-    return [TensorType(I64, ())]
-
-
-@op("ConstantOfShape", kind="injective")
-def infer_constant_of_shape(ctx: InferContext) -> list[TensorType]:
-    value = ctx.attr("value")
-    elem = TensorType.of(value.dtype, ()).elem_type if isinstance(value, np.ndarray) else TensorProto.FLOAT
-    shape = ctx.ints(0)
-    if shape is None:
-        n = ctx.shape(0)[0]
-        return [TensorType(elem, None if not isinstance(n, int) else tuple(_sym(ctx, i) for i in range(n)))]
-    if any(d < 0 for d in shape):
-        raise ctx.fail(f"shape {shape} has a negative dim")
-    return [TensorType(elem, tuple(shape))]
-
-
-@op("Range", kind="injective")
-def infer_range(ctx: InferContext) -> list[TensorType]:
-    vals = [ctx.value(i) for i in range(3)]
-    elem = ctx.type(0).elem_type
-    if any(v is None for v in vals):
-        return [TensorType(elem, (_sym(ctx, 0),))]
-    start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in vals)  # type: ignore[arg-type]
-    if delta == 0:
-        raise ctx.fail("delta is 0")
-    return [TensorType(elem, (max(int(math.ceil((limit - start) / delta)), 0),))]
-
-
-@op("OneHot", kind="injective")
-def infer_one_hot(ctx: InferContext) -> list[TensorType]:
-    idx = ctx.shape(0)
-    depth = ctx.value(1)
-    r = len(idx) + 1
-    axis = ctx.axis(int(ctx.attr("axis", -1)), r)
-    d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else _sym(ctx, axis)
-    out = list(idx)
-    out.insert(axis, d)
-    return [TensorType(ctx.type(2).elem_type, tuple(out))]
-
-
-@op("NonZero", kind="opaque")
-def infer_nonzero(ctx: InferContext) -> list[TensorType]:
-    return [TensorType(I64, (ctx.rank(0), f"{ctx.node.outputs[0].name}_nnz"))]
-
-
-@op("CumSum", "Trilu", "ReverseSequence", kind="opaque")
-def infer_same_opaque(ctx: InferContext) -> list[TensorType]:
-    return [ctx.type(0)]
-
-
-@op("EyeLike", kind="injective")
-def infer_eye_like(ctx: InferContext) -> list[TensorType]:
-    dtype = ctx.attr("dtype")
-    return [TensorType.of(int(dtype), ctx.shape(0)) if dtype is not None else ctx.type(0)]

@@ -1,0 +1,87 @@
+"""Ops that produce shapes or new tensors from shapes: Shape, Size, ConstantOfShape, Range,
+OneHot, NonZero, EyeLike, and the same-type opaque ops CumSum, Trilu, ReverseSequence (ONNX
+operator spec, per op). Data-dependent sizes use the known input value, else a symbolic dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from ..ir import TensorType
+from ..ir.types import Dim
+from .registry import InferContext, op
+
+I64 = TensorProto.INT64
+
+
+def _sym(ctx: InferContext, i: int, out: int = 0) -> str:
+    return f"{ctx.node.outputs[out].name}_d{i}"
+
+
+@op("Shape", kind="opaque")
+def infer_shape(ctx: InferContext) -> list[TensorType]:
+    r = ctx.rank(0)
+    start, end = int(ctx.attr("start", 0)), ctx.attr("end")
+    n = len(range(r)[slice(start, None if end is None else int(end))])
+    return [TensorType(I64, (n,))]
+
+
+@op("Size", kind="opaque")
+def infer_size(ctx: InferContext) -> list[TensorType]:
+    return [TensorType(I64, ())]
+
+
+@op("ConstantOfShape", kind="injective")
+def infer_constant_of_shape(ctx: InferContext) -> list[TensorType]:
+    value = ctx.attr("value")
+    elem = TensorType.of(value.dtype, ()).elem_type if isinstance(value, np.ndarray) else TensorProto.FLOAT
+    shape = ctx.ints(0)
+    if shape is None:
+        n = ctx.shape(0)[0]
+        return [TensorType(elem, None if not isinstance(n, int) else tuple(_sym(ctx, i) for i in range(n)))]
+    if any(d < 0 for d in shape):
+        raise ctx.fail(f"shape {shape} has a negative dim")
+    return [TensorType(elem, tuple(shape))]
+
+
+@op("Range", kind="injective")
+def infer_range(ctx: InferContext) -> list[TensorType]:
+    vals = [ctx.value(i) for i in range(3)]
+    elem = ctx.type(0).elem_type
+    if any(v is None for v in vals):
+        return [TensorType(elem, (_sym(ctx, 0),))]
+    start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in vals)  # type: ignore[arg-type]
+    if delta == 0:
+        raise ctx.fail("delta is 0")
+    return [TensorType(elem, (max(int(math.ceil((limit - start) / delta)), 0),))]
+
+
+@op("OneHot", kind="injective")
+def infer_one_hot(ctx: InferContext) -> list[TensorType]:
+    idx = ctx.shape(0)
+    depth = ctx.value(1)
+    r = len(idx) + 1
+    axis = ctx.axis(int(ctx.attr("axis", -1)), r)
+    d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else _sym(ctx, axis)
+    out = list(idx)
+    out.insert(axis, d)
+    return [TensorType(ctx.type(2).elem_type, tuple(out))]
+
+
+@op("NonZero", kind="opaque")
+def infer_nonzero(ctx: InferContext) -> list[TensorType]:
+    return [TensorType(I64, (ctx.rank(0), f"{ctx.node.outputs[0].name}_nnz"))]
+
+
+@op("CumSum", "Trilu", "ReverseSequence", kind="opaque")
+def infer_same_opaque(ctx: InferContext) -> list[TensorType]:
+    return [ctx.type(0)]
+
+
+@op("EyeLike", kind="injective")
+def infer_eye_like(ctx: InferContext) -> list[TensorType]:
+    dtype = ctx.attr("dtype")
+    return [TensorType.of(int(dtype), ctx.shape(0)) if dtype is not None else ctx.type(0)]
