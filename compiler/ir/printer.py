@@ -49,7 +49,10 @@ def digest(data: np.ndarray) -> str:
     d = hashlib.sha256(raw).hexdigest()[:8]
     if data.nbytes >= 4096:
         try:
-            _DIGESTS[key] = (weakref.ref(data, lambda _r, k=key: _DIGESTS.pop(k, None)), d)
+            def forget(_ref: weakref.ref, k: int = key) -> None:
+                _DIGESTS.pop(k, None)
+
+            _DIGESTS[key] = (weakref.ref(data, forget), d)
         except TypeError:  # not weak-referenceable
             pass
     return d
