@@ -131,8 +131,7 @@ def run_pipeline(
             result = instance.run(graph, ctx)
         except CompileError as exc:
             exc.pass_name = exc.pass_name or spec.name
-            if exc.stage not in ("passes", "shape"):
-                exc.stage = "passes"
+            exc.stage = "passes"
             raise
         except Exception as exc:
             raise CompileError("passes", f"pass {spec.name} failed: {type(exc).__name__}: {exc}",
