@@ -125,6 +125,8 @@ export const api = {
   samples: () => request<Sample[]>("GET", "/api/samples"),
   useSample: (name: string) => request<ModelMeta>("POST", `/api/samples/${encodeURIComponent(name)}/model`),
   compile: (req: CreateCompilation) => request<{ id: string; url: string; cached?: boolean }>("POST", "/api/compilations", req),
+  /** The most recent compilations on this server, newest first. */
+  recent: () => request<Compilation[]>("GET", "/api/compilations"),
   compilation: (id: string) => request<Compilation>("GET", `/api/compilations/${encodeURIComponent(id)}`),
   /** Stored events with seq > after, one page (`{events, complete}`; at most 1,000 a page). */
   events: async (id: string, after: number): Promise<{ events: (CompileEvent | UnknownEvent)[]; complete: boolean }> => {

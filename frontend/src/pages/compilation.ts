@@ -5,7 +5,7 @@
  */
 import { api, followEvents, type Compilation, type EventFeed } from "../api";
 import { emptyState, h, replace } from "../dom";
-import { linkTo } from "../router";
+import { linkTo, navigate } from "../router";
 import { initialState, isDone, reduce, type CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import { failurePane } from "../panes/failure";
@@ -123,6 +123,18 @@ export function compilationPage(first: CompilationView): CompilationPage {
     done: () => isDone(state),
     onMissing: missing,
   });
+  // ↑/↓ (or k/j) step through the passes while the IR tab is open.
+  const onKey = (e: KeyboardEvent) => {
+    if (view.view !== "pass" || e.altKey || e.ctrlKey || e.metaKey) return;
+    const t = e.target as HTMLElement | null;
+    if (t && (t.closest("input, textarea, select") || t.closest(".cm-editor"))) return;
+    const step = e.key === "ArrowDown" || e.key === "j" ? 1 : e.key === "ArrowUp" || e.key === "k" ? -1 : 0;
+    const to = view.pass + step;
+    if (!step || to < 0 || to >= state.passes.length) return;
+    e.preventDefault();
+    navigate({ page: "compilation", id, view: "pass", pass: to, diff: view.diff });
+  };
+  document.addEventListener("keydown", onKey);
   render();
 
   return {
@@ -133,6 +145,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
       render();
     },
     destroy() {
+      document.removeEventListener("keydown", onKey);
       feed?.close();
       if (frame) cancelAnimationFrame(frame);
       Object.values(panes).forEach((p) => p.destroy?.());

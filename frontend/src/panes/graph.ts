@@ -42,10 +42,12 @@ export function graphPane(): Pane {
   const fitBtn = h("button", { class: "btn", title: "Fit to view" }, "fit");
   const zin = h("button", { class: "btn", title: "Zoom in" }, "+");
   const zout = h("button", { class: "btn", title: "Zoom out" }, "−");
+  const find = h("input", { type: "search", class: "graph-find", placeholder: "Find node (name or op)", "aria-label": "Find node", list: "graph-node-names" });
+  const names = h("datalist", { id: "graph-node-names" });
   const canvas = h("div", { class: "graph-canvas" });
   const side = h("aside", { class: "graph-side" });
   const el = h("section", { class: "graph", "aria-label": "Fusion graph" },
-    h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), fitBtn, zin, zout, status),
+    h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), fitBtn, zin, zout, find, names, status),
     h("div", { class: "graph-main" }, canvas, side));
   let ctx: PaneContext | null = null;
   let fusion: GraphFused | undefined;
@@ -135,6 +137,15 @@ export function graphPane(): Pane {
     );
   };
 
+  find.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" || !ctx || !fusion) return;
+    const q = find.value.trim().toLowerCase();
+    if (!q) return;
+    const hit = fusion.nodes.find((n) => n.name.toLowerCase() === q) ?? fusion.nodes.find((n) => n.name.toLowerCase().includes(q) || n.op_type.toLowerCase() === q);
+    if (hit) navigate({ page: "compilation", id: ctx.id, view: "graph", node: hit.name });
+    else replace(status, `No node matches “${find.value.trim()}”.`);
+  });
+
   collapse.addEventListener("change", () => {
     userChoseCollapse = true;
     void layout();
@@ -156,6 +167,7 @@ export function graphPane(): Pane {
           return;
         }
         nodes = new Map(fusion.nodes.map((n) => [n.id, n]));
+        replace(names, ...fusion.nodes.slice(0, 5000).map((n) => h("option", { value: n.name })));
         groups = new Map(fusion.groups.map((g, index) => [g.id, { group: g, index }]));
         if (!userChoseCollapse) collapse.checked = fusion.nodes.length > COLLAPSE_ABOVE;
         void layout();

@@ -44,7 +44,7 @@ export function remarksPane(): Pane {
           h("li", { class: `remark remark-${r.kind}` },
             h("span", { class: `badge ${r.kind}` }, r.kind),
             linkTo(h("a", { class: "remark-pass" }, `#${index} ${r.pass || p.name}`), { page: "compilation", id, view: "pass", pass: index, diff: true }),
-            h("span", { class: "remark-message" }, r.message),
+            h("span", { class: "remark-message", title: r.data && Object.keys(r.data).length ? JSON.stringify(r.data) : undefined }, r.message),
             r.nodes.length ? h("span", { class: "remark-nodes" }, ...r.nodes.slice(0, 12).map((n) => linkTo(h("a", { class: "node-link" }, n), { page: "compilation", id, view: "graph", node: n })), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
           ),
         );

@@ -5,7 +5,7 @@
 import { api, ApiError, uploadModel, type ModelMeta, type PassInfo, type Pipeline, type Sample, type Target } from "../api";
 import { emptyState, h, replace } from "../dom";
 import { fmtBytes, fmtShape } from "../format";
-import { navigate } from "../router";
+import { linkTo, navigate } from "../router";
 import { prefill, readShapes } from "../shapes";
 import { pipelineForm } from "./pipelineform";
 
@@ -22,10 +22,26 @@ export function startPage(): HTMLElement {
     bar, upMsg);
   const gallery = h("div", { class: "gallery" }, h("p", { class: "muted" }, "Loading samples…"));
   const configure = h("section", { class: "configure", hidden: true });
+  const recent = h("section", { class: "recent", hidden: true });
   const el = h("main", { class: "start" },
     h("section", { class: "hero" }, h("h1", null, "Prism"), h("p", null, "Upload an ONNX model, choose a target and a pass pipeline, and watch it compile: the IR after every pass, the fusion graph, each kernel's loop IR, LLVM IR and assembly, timings against ONNX Runtime, and accuracy.")),
     h("section", { class: "upload" }, h("h2", null, "1. Model"), drop, h("h3", null, "or a sample"), gallery),
-    configure);
+    configure,
+    recent);
+
+  api.recent().then((list) => {
+    if (!list.length) return;
+    recent.hidden = false;
+    replace(recent, h("h2", null, "Recent compilations"), h("table", { class: "grid" },
+      h("thead", null, h("tr", null, h("th", null, "model"), h("th", null, "target"), h("th", null, "pipeline"), h("th", null, "status"), h("th", null, "created"))),
+      h("tbody", null, ...list.slice(0, 12).map((c) => h("tr", null,
+        h("td", null, linkTo(h("a", null, c.model?.name ?? c.id), { page: "compilation", id: c.id, view: "summary" })),
+        h("td", null, c.target),
+        h("td", null, h("code", null, String(c.requested_pipeline ?? c.pipeline))),
+        h("td", null, h("span", { class: `status-badge ${c.status}` }, c.status)),
+        h("td", { class: "muted" }, typeof c.created_at === "string" ? new Date(c.created_at).toLocaleString() : ""),
+      )))));
+  }, () => undefined);
 
   let targets: Target[] = [];
   let pipelines: Pipeline[] = [];
