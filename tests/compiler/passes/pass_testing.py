@@ -97,6 +97,7 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.nda
     """Run a model with ONNX Runtime (CPU, one thread)."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
+    so.log_severity_level = 3
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)

@@ -2,13 +2,15 @@
 case, multi-consumer and size-limit remarks; numerics of the grouped graph against ONNX Runtime."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto as T
 from onnx import helper
 from pass_testing import from_onnx, model, run_ort, run_reference, text
 
-from compiler.ir import print_graph
+from compiler.ir import FusedGroup, print_graph
 from compiler.passes.base import PassContext
 from compiler.passes.fuse_ops import FuseOps
+from compiler.passes.verify import verify_graph
 
 F = T.FLOAT
 
@@ -200,3 +202,45 @@ def test_multi_output_node_read_twice_by_one_consumer():
     for got, want in zip(run_reference(g, {"x": x, "z": z}), run_ort(m, {"x": x, "z": z}),
                          strict=True):
         np.testing.assert_allclose(got, want)
+
+
+def _random_dag(seed: int, n_nodes: int = 14):
+    """A random DAG over f32[3, 3] values mixing every fusion kind."""
+    rng = np.random.default_rng(seed)
+    values, nodes, inits = ["x"], [], [("w", rng.standard_normal((3, 3)).astype(np.float32)),
+                                      ("axes", np.array([1]))]
+    for i in range(n_nodes):
+        op = rng.choice(["Relu", "Sigmoid", "Add", "Mul", "Transpose", "ReduceSum", "MatMul",
+                         "Softmax"])
+        a, b = (values[int(j)] for j in rng.integers(0, len(values), 2))
+        out = f"v{i}"
+        if op in ("Relu", "Sigmoid", "Softmax"):
+            nodes.append(helper.make_node(op, [a], [out]))
+        elif op in ("Add", "Mul"):
+            nodes.append(helper.make_node(op, [a, b], [out]))
+        elif op == "Transpose":
+            nodes.append(helper.make_node(op, [a], [out], perm=[1, 0]))
+        elif op == "MatMul":
+            nodes.append(helper.make_node(op, [a, "w" if rng.random() < 0.5 else b], [out]))
+        else:  # ReduceSum to [3, 1], broadcast back by an Add
+            nodes.append(helper.make_node(op, [a, "axes"], [out + "r"], keepdims=1))
+            nodes.append(helper.make_node("Add", [out + "r", b], [out]))
+        values.append(out)
+    used = {i for n in nodes for i in n.input}
+    outs = [v for v in values[1:] if v not in used] + [values[int(rng.integers(1, len(values)))]]
+    outs = list(dict.fromkeys(outs))
+    return model(nodes, [("x", F, [3, 3])], [(o, F, [3, 3]) for o in outs], inits=inits)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_dags_fuse_into_a_valid_schedule_with_same_results(seed):
+    m = _random_dag(seed)
+    g = from_onnx(m)
+    FuseOps(**{"max-group-size": 6}).run(g, PassContext())
+    verify_graph(g)
+    assert all(isinstance(n, FusedGroup) for n in g.nodes)
+    assert all(sum(b.op_type == "MatMul" for b in n.body.nodes) <= 1 for n in g.nodes)
+    assert all(len(n.body.nodes) <= 6 for n in g.nodes)
+    x = np.random.default_rng(seed).standard_normal((3, 3)).astype(np.float32)
+    for got, want in zip(run_reference(g, {"x": x}), run_ort(m, {"x": x}), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
