@@ -18,6 +18,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 
 from ..errors import CompileError
 from ..ir import Graph, IRError, Node, TensorType, UnsupportedDType, Value
+from .load import check_strings
 
 MIN_OPSET, MAX_OPSET = 7, max(21, onnx.defs.onnx_opset_version())  # up to the installed onnx's
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -84,6 +85,7 @@ class _Importer:
         self.opset = default_opset(proto)
 
     def graph(self, gp: GraphProto, parent: Graph | None) -> Graph:
+        check_strings(gp)
         g = Graph(gp.name or "main", parent=parent)
         if parent is None:
             g.opset_imports = dict(self.opsets)

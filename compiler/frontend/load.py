@@ -72,6 +72,25 @@ def check_model_header(proto: ModelProto) -> None:
         raise CompileError("import", "not an ONNX model: no ir_version or no graph (is this an ONNX file?)")
     if not proto.opset_import and proto.ir_version >= 3:
         raise CompileError("import", "model declares no opset_import")
+    for what, val in [("producer_name", proto.producer_name), ("producer_version", proto.producer_version),
+                      *[("opset domain", o.domain) for o in proto.opset_import]]:
+        if not isinstance(val, str):
+            raise CompileError("import", f"malformed model: {what} {val!r} is not valid UTF-8 text")
+    check_strings(proto.graph)
+
+
+def check_strings(gp: onnx.GraphProto) -> None:
+    """Refuse names that protobuf could not decode as UTF-8 (it hands them over as bytes)."""
+    names: list[tuple[str, object]] = [("graph name", gp.name)]
+    names += [("value name", vi.name) for vi in list(gp.input) + list(gp.output) + list(gp.value_info)]
+    names += [("initializer name", t.name) for t in gp.initializer]
+    for i, n in enumerate(gp.node):
+        names += [(f"node #{i} op_type", n.op_type), (f"node #{i} domain", n.domain), (f"node #{i} name", n.name)]
+        names += [(f"node #{i} input", x) for x in n.input] + [(f"node #{i} output", x) for x in n.output]
+        names += [(f"node #{i} attribute name", a.name) for a in n.attribute]
+    for what, val in names:
+        if not isinstance(val, str):
+            raise CompileError("import", f"malformed model: {what} {val!r} is not valid UTF-8 text")
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
