@@ -131,6 +131,8 @@ class CompileResult:
         events: every event emitted, in ``seq`` order.
         graph: the graph IR after the passes (None if import failed).
         stage_ms: wall time per stage in ms (import, passes, lowering, codegen, run, verify).
+        checks: with ``check_passes``, one record per stage checked against ONNX Runtime:
+            ``{"after": "import" | pass name, "passed": bool, "problem": str | None}``.
     """
 
     ok: bool = False
@@ -142,6 +144,7 @@ class CompileResult:
     model: dict[str, Any] | None = None
     stage_ms: dict[str, float] = field(default_factory=dict)
     duration_ms: float = 0.0
+    checks: list[dict[str, Any]] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == type_]
@@ -176,6 +179,7 @@ class CompileResult:
             "stage_ms": dict(self.stage_ms),
             "duration_ms": self.duration_ms,
             "error": self.error,
+            "checks": list(self.checks),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -262,7 +266,8 @@ def compile(
         if check_passes:
             from .passes.check import PassChecker
 
-            after = PassChecker(proto, graph, input_shapes).after_pass
+            checker = PassChecker(proto, graph, input_shapes, records=result.checks)
+            after = checker.after_pass
         from .passes.manager import run_pipeline
 
         run_pipeline(graph, pipe, ctx, events, after_pass=after)

@@ -73,7 +73,8 @@ def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray], names: Sequen
 class PassChecker:
     """Holds the original model's outputs; :meth:`after_pass` checks the IR after a pass."""
 
-    def __init__(self, proto: onnx.ModelProto, graph: Graph, input_shapes: Any = None, seed: int = 0) -> None:
+    def __init__(self, proto: onnx.ModelProto, graph: Graph, input_shapes: Any = None, seed: int = 0,
+                 records: list[dict[str, Any]] | None = None) -> None:
         self.feeds = random_inputs(graph, seed)
         self.names = [v.name for v in graph.outputs]
         try:
@@ -81,7 +82,7 @@ class PassChecker:
         except Exception as exc:
             raise CompileError("verify", f"--check-passes: ONNX Runtime cannot run the original model: "
                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-        self.records: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = records if records is not None else []
         self._last_ir: str | None = None
         self.check("import", graph)
 

@@ -32,12 +32,25 @@ class _Crash(Pass):
         raise RuntimeError("boom")
 
 
+class _WrongNumerics(Pass):
+    """Test pass: turns every Relu into a Sigmoid (same types, different numbers)."""
+
+    name = "test-wrong-numerics"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        for n in graph.nodes:
+            if n.op_type == "Relu":
+                n.op_type = "Sigmoid"
+        return PassResult(True)
+
+
 @pytest.fixture
 def test_passes() -> Iterator[None]:
     REGISTRY[_BreakIR.name] = _BreakIR
     REGISTRY[_Crash.name] = _Crash
+    REGISTRY[_WrongNumerics.name] = _WrongNumerics
     yield
-    del REGISTRY[_BreakIR.name], REGISTRY[_Crash.name]
+    del REGISTRY[_BreakIR.name], REGISTRY[_Crash.name], REGISTRY[_WrongNumerics.name]
 
 
 def test_pass_events_and_stats(squeezenet_path) -> None:
@@ -102,3 +115,14 @@ def test_o2_emits_graph_fused_and_memory_planned(light_dir) -> None:
     rep = r.to_dict()
     assert rep["fusion"]["groups"] == fused["groups"] and rep["memory"]["arena_bytes"] == mem[0]["arena_bytes"]
     assert rep["error"] is None and len(rep["passes"]) == 7
+
+
+def test_check_passes_names_the_pass_that_changes_numerics(squeezenet_path, test_passes) -> None:
+    from compiler.samples import randomized
+
+    r = compiler.compile(randomized(squeezenet_path), pipeline="fold-constants,test-wrong-numerics,simplify",
+                         check_passes=True, backend=False)
+    assert not r.ok and r.error["pass"] == "test-wrong-numerics" and r.error["stage"] == "passes"
+    assert "differs" in r.error["message"]
+    assert [c["after"] for c in r.checks] == ["import", "fold-constants", "test-wrong-numerics"]
+    assert [c["passed"] for c in r.checks] == [True, True, False]
