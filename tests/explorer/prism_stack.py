@@ -77,22 +77,26 @@ class Stack:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def start_web(self) -> str:
+    def start_web(self, name: str = "web", **env: str) -> str:
+        """A daphne server (`env` overrides its environment); returns its URL once it answers.
+        The first one, "web", is the one the client helpers use."""
         port = free_port()
-        self._spawn("web", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                            "explorer.asgi:application"])
-        self.url = f"http://127.0.0.1:{port}"
+        self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                           "explorer.asgi:application"], env)
+        url = f"http://127.0.0.1:{port}"
+        if name == "web":
+            self.url = url
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/api/health", timeout=5).status_code == 200:
-                    return self.url
+                if httpx.get(f"{url}/api/health", timeout=5).status_code == 200:
+                    return url
             except httpx.HTTPError:
                 pass
-            if self.procs["web"].poll() is not None:
+            if self.procs[name].poll() is not None:
                 break
             time.sleep(0.3)
-        raise RuntimeError(f"web server did not start:\n{self.log('web')[-3000:]}")
+        raise RuntimeError(f"web server {name} did not start:\n{self.log(name)[-3000:]}")
 
     def start_worker(self, name: str, concurrency: int = 1, **env: str) -> subprocess.Popen:
         """A Celery prefork worker serving this stack's queue (`env` overrides its environment);

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import onnx
 import pytest
 from prism_stack import TERMINAL, Stack
@@ -97,6 +98,18 @@ def test_bad_requests_are_400_naming_the_problem(stack, model):
         assert r.status_code == 400 and "no-such-pass" in r.json()["error"]
         r = c.post("/api/compilations", json={"model": model["id"], "target": "z80"})
         assert r.status_code == 400 and "z80" in r.json()["error"]
+
+
+def test_upload_over_the_limit_is_413_before_the_body_is_read(stack):
+    url = stack.start_web("web-small", PRISM_MAX_UPLOAD_BYTES="100000")
+    try:
+        started = time.monotonic()
+        r = httpx.post(f"{url}/api/models", files={"model": ("big.onnx", b"\0" * 20_000_000)}, timeout=60)
+        assert r.status_code == 413, r.text
+        assert "limit is 100000 bytes" in r.json()["error"]
+        print(f"\n413 after {time.monotonic() - started:.2f} s for a 20 MB upload")
+    finally:
+        stack.stop("web-small")
 
 
 def _kill_mid_run(stack, model, kill) -> dict:
