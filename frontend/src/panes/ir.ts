@@ -6,6 +6,7 @@ import { diffStats } from "../irdiff";
 import { graphIr } from "../lang/graphir";
 import { linkTo, navigate } from "../router";
 import type { PassFinished } from "../events";
+import { optionsText } from "./timeline";
 import type { Pane, PaneContext } from "./types";
 
 export function irPane(): Pane {
@@ -50,7 +51,7 @@ export function irPane(): Pane {
         head,
         h("div", { class: "ir-title" },
           n > 0 ? linkTo(h("a", { class: "btn", title: "previous pass" }, "◀"), to(n - 1, view.diff)) : h("span", { class: "btn disabled" }, "◀"),
-          h("h2", null, `IR after pass ${n}: `, h("code", null, pass.name)),
+          h("h2", null, `IR after pass ${n}: `, h("code", null, pass.name), h("code", { class: "muted" }, optionsText(pass.options))),
           n + 1 < state.passes.length ? linkTo(h("a", { class: "btn", title: "next pass" }, "▶"), to(n + 1, view.diff)) : h("span", { class: "btn disabled" }, "▶"),
         ),
         h("div", { class: "ir-meta" },

@@ -6,7 +6,7 @@ import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
 
-function optionsText(o: Record<string, unknown> | undefined): string {
+export function optionsText(o: Record<string, unknown> | undefined): string {
   if (!o) return "";
   const parts = Object.entries(o).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
   return parts.length ? `{${parts.join(",")}}` : "";
@@ -46,11 +46,11 @@ export function timelinePane(): Pane {
           "a",
           { class: "timeline-link", title: `${p.name}${optionsText(p.options)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
           h("span", { class: "pass-index" }, String(i)),
-          h("span", { class: "pass-name" }, p.name, h("span", { class: "pass-options" }, optionsText(p.options))),
+          h("span", { class: "pass-name" }, p.name),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
           h("span", { class: "pass-remarks", title: `${nRemarks} remarks` }, nRemarks ? `${nRemarks} ✎` : ""),
           h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
-          h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } }),
+          h("span", { class: "pass-bar-track", title: "share of the slowest pass's time" }, h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } })),
         ),
         { page: "compilation", id, view: "pass", pass: i, diff: view.view === "pass" ? view.diff : false },
       );
