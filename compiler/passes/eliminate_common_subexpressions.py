@@ -75,7 +75,7 @@ def _replace(graph: Graph, dup: Value, kept: Value) -> bool:
     return forward_value(graph, dup, kept)
 
 
-def _merge_constants(graph: Graph, merged: list[str]) -> bool:
+def _merge_constants(graph: Graph, merged: list[tuple[str, str, int]]) -> bool:
     changed = False
     seen: dict[tuple, Value] = {}
     for name in sorted(graph.constants):
@@ -96,17 +96,18 @@ def _merge_constants(graph: Graph, merged: list[str]) -> bool:
         else:
             v.replace_all_uses_with(kept)
             graph.remove_constant(v)
-        merged.append(f"%{v.name} -> %{kept.name}")
+        merged.append((v.name, kept.name, int(np.asarray(v.const).nbytes)))
         changed = True
     return changed
 
 
-def _cse(graph: Graph, merged: list[str], stats: dict[str, int]) -> bool:
-    changed = _merge_constants(graph, merged)
+def _cse(graph: Graph, merged: list[tuple[str, str]], consts: list[tuple[str, str, int]],
+         stats: dict[str, int]) -> bool:
+    changed = _merge_constants(graph, consts)
     table: dict[tuple, Node] = {}
     for node in list(graph.nodes):
         for sub in node.subgraphs():
-            changed |= _cse(sub, merged, stats)
+            changed |= _cse(sub, merged, consts, stats)
         key = node_key(node)
         if key is None:
             continue
@@ -121,7 +122,7 @@ def _cse(graph: Graph, merged: list[str], stats: dict[str, int]) -> bool:
         for dup, keep in pairs:
             _replace(graph, dup, keep)
         graph.remove_node(node)
-        merged.append(f"{node.label} -> {kept.label}")
+        merged.append((node.label, kept.label))
         stats["nodes_merged"] += 1
         changed = True
     return changed
@@ -135,12 +136,20 @@ class EliminateCommonSubexpressions(Pass):
     options = ()
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        merged: list[str] = []
+        merged: list[tuple[str, str]] = []
+        consts: list[tuple[str, str, int]] = []
         stats = {"nodes_merged": 0, "constants_merged": 0}
-        changed = _cse(graph, merged, stats)
-        stats["constants_merged"] = len(merged) - stats["nodes_merged"]
-        remarks: list[Remark] = [
-            self.remark("applied", f"merged {m}", [m.split(" -> ")[0].lstrip("%")])
-            for m in merged
-        ]
+        changed = _cse(graph, merged, consts, stats)
+        stats["constants_merged"] = len(consts)
+        remarks: list[Remark] = []
+        if consts:
+            saved = sum(n for _, _, n in consts)
+            remarks.append(self.remark(
+                "applied", f"merged {len(consts)} constant{'s' * (len(consts) != 1)} into equal "
+                f"ones ({saved} bytes saved)",
+                [], merged=[[dup, kept] for dup, kept, _ in consts], bytes=saved))
+        remarks.extend(
+            self.remark("applied", f"merged {dup} into {kept} (same op, attributes and inputs)",
+                        [dup, kept])
+            for dup, kept in merged)
         return PassResult(changed, remarks, stats)

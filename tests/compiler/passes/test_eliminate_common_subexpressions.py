@@ -45,7 +45,11 @@ def test_chain_collapses_and_output_keeps_its_name():
           return %s1, %s2, %z2
         }""")
     assert [r.message for r in result.remarks] == [
-        "merged %w2 -> %w", "merged Add_1 -> Add", "merged Relu_1 -> Relu"]
+        "merged 1 constant into equal ones (8 bytes saved)",
+        "merged Add_1 into Add (same op, attributes and inputs)",
+        "merged Relu_1 into Relu (same op, attributes and inputs)"]
+    assert result.remarks[0].data == {"merged": [["w2", "w"]], "bytes": 8}
+    assert result.remarks[1].nodes == ["Add_1", "Add"]
     assert result.stats == {"nodes_merged": 2, "constants_merged": 1}
     x = np.array([-3.0, 2.0], np.float32)
     for got, want in zip(run_reference(g, {"x": x}), run_ort(m, {"x": x}), strict=True):
