@@ -41,7 +41,7 @@ from .ir import (
     Cast as _Cast,
 )
 
-INIT = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+INIT = {"sum": 0.0, "max": float("-inf"), "min": float("inf"), "prod": 1.0}
 
 
 def reduce_(combiner: str, axes: list[tuple[Var, int]], body: Expr) -> Expr:
@@ -50,7 +50,7 @@ def reduce_(combiner: str, axes: list[tuple[Var, int]], body: Expr) -> Expr:
 
 
 def _combine(combiner: str, acc: Expr, x: Expr) -> Expr:
-    return binary({"sum": "+", "max": "max", "min": "min"}[combiner], acc, x)
+    return binary({"sum": "+", "max": "max", "min": "min", "prod": "*"}[combiner], acc, x)
 
 
 class Lowering:

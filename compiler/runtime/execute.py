@@ -178,7 +178,7 @@ def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
 def _empty(dtype: str, shape: Sequence[int]) -> np.ndarray:
     dt = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
-    return _aligned(max(n * dt.itemsize, 1)).view(dt)[:n].reshape(tuple(shape))
+    return _aligned(max(n, 1) * dt.itemsize).view(dt)[:n].reshape(tuple(shape))
 
 
 def check_inputs(prog: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
