@@ -101,7 +101,7 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
     """See :func:`compiler.frontend.inspect_model`."""
     from .frontend import inspect_model as _im
 
-    return _im(model)
+    return _im(resolve_model(model))
 
 
 def validate_request(model: ModelSource, *, target: str, pipeline: str,
@@ -114,7 +114,7 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
     """
     check_target(target)
     text = parse_pipeline(pipeline).text()
-    proto, _ = read_model(model)
+    proto, _ = read_model(resolve_model(model))
     graph = import_model(proto)
     bound = bind_input_shapes(graph, input_shapes, stage="request")
     return {"target": target, "pipeline": text, "input_shapes": bound}
@@ -199,6 +199,17 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
+def resolve_model(model: ModelSource) -> ModelSource:
+    """A sample name (``compiler.samples``) that is not an existing path -> the sample's file
+    (fetched and cached on first use); anything else unchanged."""
+    if isinstance(model, str) and not os.path.exists(model):
+        from . import samples
+
+        if model in samples.SAMPLES:
+            return str(samples.fetch(model))
+    return model
+
+
 def _model_bytes(model: ModelSource) -> tuple[bytes | ModelProto, str]:
     if isinstance(model, ModelProto):
         data = model.SerializeToString()
@@ -224,7 +235,8 @@ def compile(
     check_passes: bool = False,
     backend: bool = True,
 ) -> CompileResult:
-    """Compile an ONNX model (bytes, path or ``ModelProto``) for ``target`` with ``pipeline``.
+    """Compile an ONNX model (bytes, path, ``ModelProto`` or a sample name) for ``target`` with
+    ``pipeline``.
 
     ``input_shapes`` binds symbolic input dims (``{"images": [1, 3, 320, 320]}``). Events go to
     ``on_event`` synchronously as they happen. ``check_passes`` runs the exported model after every
@@ -244,7 +256,7 @@ def compile(
         result.pipeline = pipe.text()
         stage = "import"
         t0 = time.perf_counter()
-        src, sha = _model_bytes(model)
+        src, sha = _model_bytes(resolve_model(model))
         proto, _ = read_model(src)
         opset = default_opset(proto)
         check_opset(opset)
