@@ -94,3 +94,12 @@ def test_compile_request_error_is_one_failed_event(squeezenet_path) -> None:
     r = compiler.compile(squeezenet_path, pipeline="fold-constants{bogus=1}", on_event=seen.append)
     assert not r.ok and r.error["stage"] == "request" and "bogus" in r.error["message"]
     assert [e["type"] for e in seen] == ["compile.failed"] and seen[0]["seq"] == 0
+
+
+def test_sample_names_are_models() -> None:
+    info = compiler.inspect_model("silero_vad")
+    assert [i["name"] for i in info["inputs"]] == ["input", "state", "sr"]
+    r = compiler.compile("light_squeezenet", pipeline="O0", backend=False)
+    assert r.ok and r.model["name"] == "squeezenet_old"
+    r = compiler.compile("no_such_model_or_sample", pipeline="O0", backend=False)
+    assert not r.ok and r.error["stage"] == "import" and "does not exist" in r.error["message"]
