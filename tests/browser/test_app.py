@@ -60,6 +60,29 @@ def test_upload_compile_and_explore(stack, context, page):
     assert page.locator(".verdict").count() == 1
     shot(page, "02-summary")
 
+    # The timeline filters: search by name and hide unchanged passes.
+    page.fill(".timeline-search", "fuse")
+    assert page.locator(".timeline-row[data-index]").count() == 1
+    page.fill(".timeline-search", "")
+    page.check(".timeline-hide")
+    assert 0 < page.locator(".timeline-row[data-index]").count() < O2_PASSES
+    assert page.locator(".timeline-row .is-unchanged").count() == 0
+    page.uncheck(".timeline-hide")
+
+    # Remarks: filter by kind and follow a remark to its nodes in the graph.
+    page.click(".main-tabs .tab[data-tab=remarks]")
+    page.select_option(".remarks-kind", "applied")
+    page.select_option(".remarks-pass", "fuse-ops")
+    remark = page.locator(".remark").first
+    assert remark.locator(".badge").inner_text() == "applied"
+    node_name = remark.locator(".node-link").first.inner_text()
+    remark.locator(".node-link").first.click()
+    page.wait_for_url(re.compile(rf"/c/{cid}/graph\?node=.+"))
+    page.wait_for_selector(".graph-side h3")
+    assert page.inner_text(".graph-side h3") == node_name
+    page.go_back()
+    page.wait_for_selector(".remarks .remark")
+
     # A pass and its diff against the pass before.
     page.click(".timeline-row[data-name=fuse-ops] a")
     page.wait_for_url(re.compile(rf"/c/{cid}/pass/5$"))
@@ -91,6 +114,13 @@ def test_upload_compile_and_explore(stack, context, page):
     asm = cm_text(page, ".kernel-detail")
     assert len(asm.strip()) > 20
     assert page.locator(".kernels-table tr.selected").count() == 1
+    # The table sorts by time, slowest first; a click on "kernel" sorts by name.
+    shares = [float(t.rstrip("%")) for t in page.locator(".kernels-table tbody td:nth-child(4)").all_inner_texts()]
+    assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100) < 1
+    page.click(".kernels-table th:has-text('kernel')")
+    names = page.locator(".kernels-table tbody td:first-child").all_inner_texts()
+    assert names[0] <= names[-1]
+    page.click(".kernels-table th:has-text('µs')")
     shot(page, "05-kernel-asm")
 
     # Copy the link and open it in a new page: the same view from the stored events.
