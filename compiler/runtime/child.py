@@ -21,6 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+# ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
+# sigmoid tail (logits -55..-10) its output is off the float64 value by up to 1.2e-7 absolute (ours:
+# 2e-12). An output whose whole scale is that small cannot be compared more tightly against it.
+ATOL_FLOOR = 1e-6
 SLACK = 4096  # bytes after every buffer: micro-kernel tails may read (never store) past a row
 
 
@@ -127,7 +131,7 @@ def _compare(p: np.ndarray, o: np.ndarray, rtol: float, atol: float) -> dict:
         return {"passed": False, "max_abs_error": float("inf"), "max_rel_error": float("inf"),
                 "message": f"shape {p64.shape} != {o64.shape}"}
     scale = float(np.max(np.abs(o64))) if o64.size else 0.0
-    atol_eff = atol * scale
+    atol_eff = max(atol * scale, ATOL_FLOOR)
     err = np.abs(p64 - o64)
     finite = bool(np.all(np.isfinite(p64) == np.isfinite(o64)))
     err = np.where(np.isfinite(err), err, 0.0)

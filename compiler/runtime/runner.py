@@ -9,9 +9,12 @@ generated code (a signal, a non-zero exit) becomes ``CompileError(stage="run", k
 kernel that was running, read from the child's progress markers; the calling process carries on.
 
 Verification (fp32): with ``o`` ONNX Runtime's output and ``p`` Prism's, ``scale = max|o|`` and
-``atol_eff = atol * scale``, an output passes when every element has ``|p - o| <= atol_eff + rtol *
+``atol_eff = max(atol * scale, 1e-6)``, an output passes when every element has ``|p - o| <= atol_eff + rtol *
 |o|`` (defaults ``rtol = 1e-3``, ``atol = 1e-4``) and both are finite at the same places.
-``max_abs_error = max |p - o|``; ``max_rel_error = max |p - o| / max(|o|, atol_eff)``.
+``max_abs_error = max |p - o|``; ``max_rel_error = max |p - o| / max(|o|, atol_eff)``. The 1e-6
+floor matters only for outputs whose largest magnitude is below 1e-2: ONNX Runtime's own fp32
+activations (MLAS logistic, tanh) are approximations off by up to 1.2e-7 absolute (measured on
+PP-OCRv4's sigmoid output, whose values are all below 6e-5 on random input).
 
 Timing: one warm-up run, then ``repeats`` runs (enough for about ``budget_s / 2`` seconds, clamped
 to [``min_repeats``, ``max_repeats``]); each kernel's time is the median of its calls (µs), the model's
