@@ -382,7 +382,8 @@ class KernelCodegen:
         else:
             u = e.a.dtype in UNSIGNED
             r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.udiv if u else B.sdiv, "%": B.urem if u else B.srem,
-                 "/": B.udiv if u else B.sdiv}[op](x, y)
+                 "/": B.udiv if u else B.sdiv, "&": B.and_, "|": B.or_, "^": B.xor, "<<": B.shl,
+                 ">>": B.lshr if u else B.ashr}[op](x, y)
         return _V(r, n)
 
     def _cast(self, v: _V, src: str, dst: str) -> _V:

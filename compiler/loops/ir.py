@@ -24,7 +24,7 @@ from typing import Any
 FLOAT_DTYPES = ("f32", "f64")
 LOOP_KINDS = ("serial", "vectorized", "unrolled", "parallel")
 CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
-BIN_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or") + CMP_OPS
+BIN_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "&", "|", "^", "<<", ">>") + CMP_OPS
 INTRINSICS = ("exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round", "pow", "neg", "sin", "cos",
               "fma")
 

@@ -1,0 +1,356 @@
+"""Lowering of further elementwise ops (bitwise, Mod, Round, IsInf/IsNaN, Sign, inverse and
+hyperbolic trigonometry, Softsign, Shrink, ThresholdedRelu), Clip with runtime bounds, Gelu with
+``approximate='tanh'``, Hardmax, TopK, CumProd, LpNormalization, QuantizeLinear and
+DequantizeLinear.
+
+Semantics: the ONNX operator specs. ``Mod`` with ``fmod=0`` is floor modulo (the result takes
+the divisor's sign, numpy's ``mod``), with ``fmod=1`` C's ``fmod`` (the dividend's sign).
+``BitShift``: a shift by the bit width or more, or by a negative amount, gives 0 (-1 for a negative
+signed value shifted right), as onnx.reference does (LLVM's shift would be poison). ``atan`` is computed by range reduction to [0, 1] and the minimax polynomial of
+Abramowitz & Stegun 4.4.49 (|error| <= 1e-5 rad), and ``asin``/``acos`` from it; ``asinh``,
+``acosh``, ``atanh``, ``sinh``, ``cosh`` from ``exp``/``log`` by their definitions. TopK ranks
+each element by counting the elements before it in the order (value, then lower index first, as
+the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length.
+QuantizeLinear rounds half to even and saturates to the output type (uint8, int8, uint16, int16,
+int32); the scale and zero point are per tensor, per axis (``axis``) or per block (``block_size``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Node
+from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, call, emax, emin, mul, select, sub
+from .ops_elementwise import LowerCtx, bad, const_input, register
+from .ops_nn import COMPLEX_OPS
+from .ops_reduce import red
+from .tensor import Tensor, broadcast_to, norm_axis
+
+FLOATS = ("f32", "f64")
+COMPLEX_OPS.update({"Hardmax", "TopK", "CumProd", "LpNormalization"})
+
+
+def _f(v: float, dt: str = "f32") -> Expr:
+    return Float(float(v), dt)
+
+
+def _binary(comb):  # type: ignore[no-untyped-def]
+    def low(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+        shape = ctx.out_shape(node)
+        a, b = (broadcast_to(t, shape) for t in ins[:2] if t is not None)
+        return [Tensor(shape, ctx.out_dtype(node), lambda i: comb(a[i], b[i], node))]
+    return low
+
+
+def _fmod_float(a: Expr, b: Expr) -> Expr:
+    """C fmod: ``a - b * trunc(a / b)``; ``a`` itself when ``b`` is infinite and ``a`` finite."""
+    dt = a.dtype
+    q = Bin("/", a, b)
+    t = select(Bin("<", q, _f(0, dt)), call("ceil", q), call("floor", q))
+    inf = _f(float("inf"), dt)
+    keep_a = Bin("and", Bin("==", call("abs", b), inf), Bin("<", call("abs", a), inf))
+    return select(keep_a, a, sub(a, mul(b, t)))
+
+
+def _mod(a: Expr, b: Expr, node: Node) -> Expr:
+    fl = a.dtype in FLOATS
+    if node.attr("fmod", 0):
+        return _fmod_float(a, b) if fl else Bin("%", a, b)  # srem is C fmod on integers
+    if a.dtype in ("u8", "u16", "u32", "u64"):
+        return Bin("%", a, b)
+    r = _fmod_float(a, b) if fl else Bin("%", a, b)
+    z = _f(0, a.dtype) if fl else Int(0, a.dtype)
+    fix = Bin("and", Bin("!=", r, z), Bin("!=", Bin("<", r, z), Bin("<", b, z)))
+    return select(fix, add(r, b), r)
+
+
+def _shift(a: Expr, b: Expr, node: Node) -> Expr:
+    """Out-of-range shifts (negative or >= the bit width) give 0, or -1 for a negative signed
+    value shifted right (onnx.reference's BitShift)."""
+    width = {"u8": 8, "u16": 16, "u32": 32, "u64": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}[a.dtype]
+    left = node.attr("direction", "LEFT")
+    left = (left.decode() if isinstance(left, bytes) else left) == "LEFT"
+    shifted = Bin("<<" if left else ">>", a, b)
+    out = Bin(">=", b, Int(width, b.dtype))
+    if b.dtype.startswith("i"):
+        out = Bin("or", out, Bin("<", b, Int(0, b.dtype)))
+    fill: Expr = Int(0, a.dtype)
+    if not left and a.dtype.startswith("i"):
+        fill = select(Bin("<", a, Int(0, a.dtype)), Int(-1, a.dtype), Int(0, a.dtype))
+    return select(out, fill, shifted)
+
+
+for _name, _comb in {"Xor": lambda a, b, n: Bin("!=", a, b), "BitwiseAnd": lambda a, b, n: Bin("&", a, b),
+                     "BitwiseOr": lambda a, b, n: Bin("|", a, b), "BitwiseXor": lambda a, b, n: Bin("^", a, b),
+                     "Mod": _mod, "BitShift": _shift}.items():
+    register(_name)(_binary(_comb))
+
+
+def _atan(x: Expr) -> Expr:
+    """Abramowitz & Stegun 4.4.49 on [0, 1] with atan(x) = pi/2 - atan(1/x) above 1, odd symmetry."""
+    dt = x.dtype
+    ax = call("abs", x)
+    big = Bin(">", ax, _f(1, dt))
+    t = select(big, Bin("/", _f(1, dt), ax), ax)
+    t2 = mul(t, t)
+    poly = _f(0.0208351, dt)
+    for c in (-0.0851330, 0.1801410, -0.3302995, 0.9998660):
+        poly = add(mul(poly, t2), _f(c, dt))
+    r = mul(poly, t)
+    r = select(big, sub(_f(math.pi / 2, dt), r), r)
+    return select(Bin("<", x, _f(0, dt)), call("neg", r), r)
+
+
+def _asin(x: Expr) -> Expr:
+    dt = x.dtype
+    den = call("sqrt", sub(_f(1, dt), mul(x, x)))
+    at = _atan(Bin("/", x, den))
+    return select(Bin(">=", call("abs", x), _f(1, dt)), mul(_f(math.pi / 2, dt), Bin("/", x, call("abs", x))), at)
+
+
+def _unary(fn):  # type: ignore[no-untyped-def]
+    def low(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+        x = ins[0]
+        assert x is not None
+        dt = ctx.out_dtype(node)
+        return [Tensor(x.shape, dt, lambda i: fn(x[i], node))]
+    return low
+
+
+def _is_inf(x: Expr, node: Node) -> Expr:
+    pos, neg = bool(node.attr("detect_positive", 1)), bool(node.attr("detect_negative", 1))
+    c_pos = Bin("==", x, _f(float("inf"), x.dtype))
+    c_neg = Bin("==", x, _f(float("-inf"), x.dtype))
+    if pos and neg:
+        return Bin("or", c_pos, c_neg)
+    return c_pos if pos else c_neg if neg else Bin("!=", Int(0), Int(0))
+
+
+def _sign(x: Expr, node: Node) -> Expr:
+    z = _f(0, x.dtype) if x.dtype in FLOATS else Int(0, x.dtype)
+    one = _f(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
+    neg = _f(-1, x.dtype) if x.dtype in FLOATS else Int(-1, x.dtype)
+    return select(Bin(">", x, z), one, select(Bin("<", x, z), neg, z))
+
+
+def _shrink(x: Expr, node: Node) -> Expr:
+    lam, bias = float(node.attr("lambd", 0.5)), float(node.attr("bias", 0.0))
+    dt = x.dtype
+    if dt not in FLOATS:
+        lo, hi = Int(int(-lam), dt), Int(int(lam), dt)
+        return select(Bin("<", x, lo), add(x, Int(int(bias), dt)), select(Bin(">", x, hi), sub(x, Int(int(bias), dt)),
+                                                                         Int(0, dt)))
+    return select(Bin("<", x, _f(-lam, dt)), add(x, _f(bias, dt)),
+                  select(Bin(">", x, _f(lam, dt)), sub(x, _f(bias, dt)), _f(0, dt)))
+
+
+_UNARY = {
+    "BitwiseNot": lambda x, n: Bin("^", x, Int(-1 if x.dtype.startswith("i") else (1 << int(x.dtype[1:])) - 1,
+                                              x.dtype)),
+    "Round": lambda x, n: call("round", x),
+    "IsInf": _is_inf,
+    "IsNaN": lambda x, n: Bin("!=", x, x),
+    "Sign": _sign,
+    "Atan": lambda x, n: _atan(x),
+    "Asin": lambda x, n: _asin(x),
+    "Acos": lambda x, n: sub(_f(math.pi / 2, x.dtype), _asin(x)),
+    "Sinh": lambda x, n: mul(_f(0.5, x.dtype), sub(call("exp", x), call("exp", call("neg", x)))),
+    "Cosh": lambda x, n: mul(_f(0.5, x.dtype), add(call("exp", x), call("exp", call("neg", x)))),
+    "Tan": lambda x, n: Bin("/", call("sin", x), call("cos", x)),
+    "Asinh": lambda x, n: call("log", add(x, call("sqrt", add(mul(x, x), _f(1, x.dtype))))),
+    "Acosh": lambda x, n: call("log", add(x, call("sqrt", sub(mul(x, x), _f(1, x.dtype))))),
+    "Atanh": lambda x, n: mul(_f(0.5, x.dtype), call("log", Bin("/", add(_f(1, x.dtype), x), sub(_f(1, x.dtype), x)))),
+    "Softsign": lambda x, n: Bin("/", x, add(_f(1, x.dtype), call("abs", x))),
+    "Shrink": _shrink,
+    "ThresholdedRelu": lambda x, n: select(Bin(">", x, _f(n.attr("alpha", 1.0), x.dtype)), x, _f(0, x.dtype)),
+}
+for _name, _fn in _UNARY.items():
+    register(_name)(_unary(_fn))
+
+
+@register("Clip")
+def _clip(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Clip with bounds as attributes (before 11) or inputs, constant or not."""
+    x = ins[0]
+    assert x is not None
+    dt = x.dtype
+    lo: Tensor | None = None
+    hi: Tensor | None = None
+    if ctx.opset < 11:
+        lo_v, hi_v = node.attr("min", None), node.attr("max", None)
+        lo = Tensor((), dt, lambda i: _f(lo_v, dt)) if lo_v is not None else None
+        hi = Tensor((), dt, lambda i: _f(hi_v, dt)) if hi_v is not None else None
+    else:
+        lo = ins[1] if len(ins) > 1 else None
+        hi = ins[2] if len(ins) > 2 else None
+
+    def fn(i: list[Expr]) -> Expr:
+        v = x[i]
+        if lo is not None:
+            v = emax(v, lo[[]])
+        if hi is not None:
+            v = emin(v, hi[[]])
+        return v
+    return [Tensor(x.shape, dt, fn)]
+
+
+@register("Gelu")
+def _gelu(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    approx = node.attr("approximate", "none")
+    approx = approx.decode() if isinstance(approx, bytes) else approx
+    dt = x.dtype
+    if approx == "tanh":
+        c = math.sqrt(2 / math.pi)
+        return [Tensor(x.shape, dt, lambda i: mul(mul(_f(0.5, dt), x[i]), add(_f(1, dt), call("tanh", mul(
+            _f(c, dt), add(x[i], mul(_f(0.044715, dt), mul(x[i], mul(x[i], x[i])))))))))]
+    if approx != "none":
+        raise bad(node, "approximate", f"approximate={approx!r} is not defined")
+    return [Tensor(x.shape, dt, lambda i: mul(mul(_f(0.5, dt), x[i]),
+                                            add(_f(1, dt), call("erf", mul(x[i], _f(1 / math.sqrt(2), dt))))))]
+
+
+def _axis_ops(ctx: LowerCtx, node: Node, x: Tensor, default: int):  # type: ignore[no-untyped-def]
+    ax = norm_axis(node, int(node.attr("axis", default)), x.rank)
+    return list(range(ax, x.rank)) if ctx.opset < 13 else [ax]
+
+
+@register("Hardmax")
+def _hardmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    axes = _axis_ops(ctx, node, x, 1 if ctx.opset < 13 else -1)
+    lw = ctx.lowering
+    sizes = [x.shape[a] for a in axes]
+    total = int(np.prod(sizes))
+
+    def flat(idx: list[Expr]) -> Expr:
+        f: Expr = Int(0)
+        for a in axes:
+            f = add(mul(f, x.shape[a]), idx[a])
+        return f
+
+    def fn(idx: list[Expr]) -> Expr:
+        m_ax = {a: lw.axis("rm", x.shape[a]) for a in axes}
+        j_ax = {a: lw.axis("rj", x.shape[a]) for a in axes}
+        at = lambda mp: x[[mp[k][0] if k in mp else idx[k] for k in range(x.rank)]]  # noqa: E731
+        mx = red("max", [m_ax[a] for a in axes], at(m_ax))
+        jf = flat([j_ax[k][0] if k in j_ax else idx[k] for k in range(x.rank)])
+        first = red("min", [j_ax[a] for a in axes], select(Bin("==", at(j_ax), mx), jf, Int(total)))
+        one, zero = (_f(1, x.dtype), _f(0, x.dtype)) if x.dtype in FLOATS else (Int(1, x.dtype), Int(0, x.dtype))
+        return select(Bin("==", flat(idx), first), one, zero)
+    return [Tensor(x.shape, x.dtype, fn)]
+
+
+@register("TopK")
+def _topk(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    ax = norm_axis(node, int(node.attr("axis", -1)), x.rank)
+    largest = bool(node.attr("largest", 1))
+    n = x.shape[ax]
+    lw = ctx.lowering
+    out_shape = ctx.out_shape(node)
+
+    def index(idx: list[Expr]) -> Expr:
+        rj, rk = lw.axis("rj", n), lw.axis("rk", n)
+        at = lambda v: x[idx[:ax] + [v] + idx[ax + 1:]]  # noqa: E731
+        xj, xk = at(rj[0]), at(rk[0])
+        better = Bin(">", xk, xj) if largest else Bin("<", xk, xj)
+        before = Bin("or", better, Bin("and", Bin("==", xk, xj), Bin("<", rk[0], rj[0])))
+        rank = Reduce("sum", (rk,), select(before, Int(1), Int(0)), Int(0))
+        return Reduce("min", (rj,), select(Bin("==", rank, idx[ax]), rj[0], Int(n - 1)), Int(n - 1))
+
+    values = Tensor(out_shape, x.dtype, lambda i: x[i[:ax] + [index(i)] + i[ax + 1:]])
+    return [values, Tensor(out_shape, "i64", index)]
+
+
+@register("CumProd")
+def _cumprod(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    ax = norm_axis(node, int(const_input(node, ins[1], "axis").reshape(-1)[0]), x.rank)
+    excl, rev = bool(node.attr("exclusive", 0)), bool(node.attr("reverse", 0))
+    rk = ctx.lowering.axis("rc", x.shape[ax])
+    one = _f(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
+
+    def fn(i: list[Expr]) -> Expr:
+        j = rk[0]
+        op = (">" if excl else ">=") if rev else ("<" if excl else "<=")
+        return red("prod", [rk], select(Bin(op, j, i[ax]), x[i[:ax] + [j] + i[ax + 1:]], one))
+    return [Tensor(x.shape, x.dtype, fn)]
+
+
+@register("LpNormalization")
+def _lp_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    ax = norm_axis(node, int(node.attr("axis", -1)), x.rank)
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        raise bad(node, "p", f"p={p}: only 1 and 2 are defined")
+
+    def fn(i: list[Expr]) -> Expr:
+        rk = ctx.lowering.axis("rn", x.shape[ax])
+        v = x[i[:ax] + [rk[0]] + i[ax + 1:]]
+        s = red("sum", [rk], call("abs", v) if p == 1 else mul(v, v))
+        norm = s if p == 1 else call("sqrt", s)
+        return select(Bin("==", norm, _f(0, x.dtype)), _f(0, x.dtype), Bin("/", x[i], norm))
+    return [Tensor(x.shape, x.dtype, fn)]
+
+
+_QRANGE = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
+           "i32": (-2 ** 31, 2 ** 31 - 1)}
+
+
+def _param_at(ctx: LowerCtx, node: Node, t: Tensor, x: Tensor, i: list[Expr]) -> Expr:
+    """A scale or zero point at element ``i`` of ``x``: per tensor, per axis or per block."""
+    if t.rank == 0 or int(np.prod(t.shape)) == 1 and t.rank <= 1:
+        return t[[Int(0)] * t.rank]
+    ax = norm_axis(node, int(node.attr("axis", 1)), x.rank)
+    bs = int(node.attr("block_size", 0))
+    if t.rank == 1:
+        return t[[i[ax]]]
+    if bs:
+        return t[i[:ax] + [Bin("//", i[ax], Int(bs))] + i[ax + 1:]]
+    return t[i]
+
+
+@register("QuantizeLinear")
+def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    assert x is not None and scale is not None
+    dt = ctx.out_dtype(node)
+    if dt not in _QRANGE:
+        raise bad(node, "y_zero_point", f"output type {dt} is not supported")
+    lo, hi = _QRANGE[dt]
+
+    def fn(i: list[Expr]) -> Expr:
+        s = _param_at(ctx, node, scale, x, i)
+        xv = x[i] if x.dtype == "f64" else Cast("f64", x[i])
+        q = call("round", Bin("/", xv, s if s.dtype == "f64" else Cast("f64", s)))
+        if zp is not None:
+            q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
+        return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
+    return [Tensor(x.shape, dt, fn)]
+
+
+@register("DequantizeLinear")
+def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    assert x is not None and scale is not None
+    dt = ctx.out_dtype(node)
+
+    def fn(i: list[Expr]) -> Expr:
+        v: Expr = Cast("i64", x[i]) if x.dtype != "i64" else x[i]
+        if zp is not None:
+            z = _param_at(ctx, node, zp, x, i)
+            v = sub(v, Cast("i64", z) if z.dtype != "i64" else z)
+        s = _param_at(ctx, node, scale, x, i)
+        return mul(Cast(dt, v), s if s.dtype == dt else Cast(dt, s))
+    return [Tensor(x.shape, dt, fn)]
