@@ -62,8 +62,10 @@ export function graphPane(): Pane {
   const findNode = (name: string): FusedNode | undefined => nodes.get(name) ?? fusion?.nodes.find((n) => n.name === name);
   const boxFor = (n: FusedNode): string => (collapse.checked && n.group && groups.has(n.group) ? `g:${n.group}` : n.id);
 
+  let generation = 0;
   const layout = async () => {
     if (!fusion) return;
+    const mine = ++generation;
     drawing = null;
     replace(canvas, h("div", { class: "graph-wait" }, h("span", { class: "spinner" }), ` laying out ${fusion.nodes.length} nodes…`));
     const f = fusion;
@@ -71,7 +73,7 @@ export function graphPane(): Pane {
     const t0 = performance.now();
     try {
       const { graph } = await layoutInWorker(built.root);
-      if (f !== fusion) return;
+      if (mine !== generation) return; // a newer layout (other graph or grouping) was asked for
       drawing = draw({ laid: graph, built, nodes, groups, onSelect: select });
       replace(canvas, drawing.svg);
       drawing.home();
@@ -79,6 +81,7 @@ export function graphPane(): Pane {
       shownNode = undefined;
       showSelection(true);
     } catch (e) {
+      if (mine !== generation) return;
       replace(canvas, emptyState("The graph could not be laid out.", e instanceof Error ? e.message : String(e)));
     }
   };
