@@ -119,7 +119,7 @@ def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, ver
             raise CompileError("verify", "no outputs were compared with ONNX Runtime")
         passed = all(o["passed"] for o in outs.values())
         events.emit("model.verified", passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()),
-                    max_rel_error=max(o["max_rel_error"] for o in outs.values()), rtol=1e-3, atol=1e-4,
+                    max_rel_error=max(o["max_rel_error"] for o in outs.values()), rtol=1e-3, atol=1e-4, atol_floor=1e-6,
                     outputs=outs)
         summary.update(passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()))
         stage_ms["verify"] = stage_ms.get("verify", 0.0) + (time.perf_counter() - t0) * 1e3
