@@ -60,10 +60,12 @@ def test_resize_half_pixel_scale_2_5_uses_the_given_scale(mode):
     m = _model([node], [_vi("x", x)], [_vi("y", TensorProto.FLOAT, None)], inits=[("scales", scales)], opset=19)
     (ref,) = _reference(m, {"x": x})
     assert ref.shape == (1, 1, 7, 7)  # floor(3 * 2.5)
-    # the positions use the given scale 2.5, not output/input = 7/3: they give different values
-    m73 = _model([node], [_vi("x", x)], [_vi("y", TensorProto.FLOAT, None)],
-                 inits=[("scales", np.array([1, 1, 7 / 3, 7 / 3], np.float32))], opset=19)
-    assert not np.allclose(ref, _reference(m73, {"x": x})[0])
+    # the positions use the given scale 2.5, not output/input = 7/3 (what sizes=[1,1,7,7] means)
+    by_size = _model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode,
+                                       coordinate_transformation_mode="half_pixel")], [_vi("x", x)],
+                     [_vi("y", TensorProto.FLOAT, None)], inits=[("sizes", np.array([1, 1, 7, 7], np.int64))], opset=19)
+    (ref_73,) = _reference(by_size, {"x": x})
+    assert ref_73.shape == ref.shape and not np.allclose(ref, ref_73)
     (y,) = _run(m, {"x": x})
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
 
