@@ -66,7 +66,9 @@ def browser():
 
 @pytest.fixture
 def context(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, permissions=["clipboard-read", "clipboard-write"])
+    ctx = browser.new_context(
+        viewport={"width": 1400, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
+    )
     yield ctx
     ctx.close()
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
-from onnx import TensorProto, helper
-
 from browserkit import shot
+from onnx import TensorProto, helper
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -53,7 +54,8 @@ def test_upload_compile_and_explore(stack, context, page):
     page.wait_for_selector(".status-badge.succeeded", timeout=600_000)
     snaps = page.evaluate("window.__snaps")
     assert any(rows > 0 and status == "running" for rows, status in snaps), (
-        "the pass timeline never showed a finished pass while the compilation was running")
+        "the pass timeline never showed a finished pass while the compilation was running"
+    )
     assert page.locator(".timeline-row[data-index]").count() == O2_PASSES
     assert page.locator(".stage-failed").count() == 0
     assert "×" in page.locator(".summary .big").inner_text()
@@ -115,7 +117,10 @@ def test_upload_compile_and_explore(stack, context, page):
     assert len(asm.strip()) > 20
     assert page.locator(".kernels-table tr.selected").count() == 1
     # The table sorts by time, slowest first; a click on "kernel" sorts by name.
-    shares = [float(t.rstrip("%")) for t in page.locator(".kernels-table tbody td:nth-child(4)").all_inner_texts()]
+    shares = [
+        float(t.rstrip("%"))
+        for t in page.locator(".kernels-table tbody td:nth-child(4)").all_inner_texts()
+    ]
     assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100) < 1
     page.click(".kernels-table th:has-text('kernel')")
     names = page.locator(".kernels-table tbody td:first-child").all_inner_texts()
@@ -144,40 +149,69 @@ def test_upload_compile_and_explore(stack, context, page):
     page.wait_for_selector(".kernel-detail .tab.active[data-tab=asm]")
 
 
-def _unlowered_op() -> str | None:
-    """A unary float op the compiler imports but cannot lower today (so compilation fails late)."""
-    from compiler.loops import lower  # noqa: F401  (registers every lowering)
-    from compiler.loops.ops_elementwise import LOWERINGS
-    from compiler.ops import REGISTRY
-
-    for op in ("Softsign", "Hardmax", "ThresholdedRelu", "Shrink", "Mish", "Selu", "Celu", "Round", "Sign"):
-        if op in REGISTRY and op not in LOWERINGS:
-            return op
-    return None
-
-
-def _two_node_model(path: Path, second_op: str, *, graph_name: str, first: str, second: str) -> Path:
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name=first), helper.make_node(second_op, ["r"], ["y"], name=second)]
-    graph = helper.make_graph(nodes, graph_name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+def _two_node_model(
+    path: Path, second_op: str, *, graph_name: str, first: str, second: str
+) -> Path:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name=first),
+        helper.make_node(second_op, ["r"], ["y"], name=second),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        graph_name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8  # readable by the ONNX Runtime that verifies the result
     onnx.save(model, path)
     return path
 
 
+def _control_flow_model(path: Path) -> Path:
+    """Relu, then an `If` on the sign of the sum: valid ONNX the compiler imports, optimizes and
+    fuses, but has no lowering for (control flow), so it fails late, at lowering."""
+
+    def vi(name: str):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8])
+
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["r"], ["then_y"], name="then_relu")], "then", [], [vi("then_y")]
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["r"], ["else_y"], name="else_neg")], "else", [], [vi("else_y")]
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
+        helper.make_node("ReduceSum", ["r"], ["s"], name="sum_0", keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+        helper.make_node(
+            "If", ["c"], ["y"], name="late_failure", then_branch=then_g, else_branch=else_g
+        ),
+    ]
+    zero = onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")
+    graph = helper.make_graph(nodes, "fails", [vi("x")], [vi("y")], initializer=[zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
 def test_failed_compilation_keeps_what_came_before(stack, page, tmp_path):
-    op = _unlowered_op()
-    if op is None:
-        pytest.skip("every candidate op has a lowering now; no late failure to provoke")
-    model = stack.upload(_two_node_model(tmp_path / "fails.onnx", op, graph_name="fails", first="relu_0", second="late_failure"))
+    model = stack.upload(_control_flow_model(tmp_path / "fails.onnx"))
     comp = stack.compile(model["id"], target="host", pipeline="O2", cache=False)
     page.goto(stack.url + comp["url"])
-    page.wait_for_selector(".failure:not([hidden])", timeout=300_000)
+    page.wait_for_selector(".status-badge.failed, .status-badge.succeeded", timeout=300_000)
+    assert page.locator(".failure:not([hidden])").count() == 1, (
+        "the If model compiled: pick another late failure"
+    )
     text = page.inner_text(".failure")
-    assert "late_failure" in text and op in text
-    assert page.locator(".stage-failed").count() == 1
+    assert "lowering" in text and "late_failure" in text and "If" in text
+    assert page.locator(".stage-failed[data-stage=lowering]").count() == 1
     assert page.locator(".timeline-row[data-index]").count() == O2_PASSES  # the passes stay
+    page.click(".failure a:has-text('late_failure')")
+    page.wait_for_selector(".graph-side h3")
+    assert page.inner_text(".graph-side h3") == "late_failure"
     page.click(".main-tabs .tab[data-tab=pass]")
     page.wait_for_selector(".ir-pane .cm-editor")
     shot(page, "07-failed")
@@ -188,7 +222,13 @@ HTML_NODE = "<script>window.__xss=2</script>"
 
 
 def test_html_names_render_literally(stack, page, tmp_path):
-    path = _two_node_model(tmp_path / "evil<i>name<x>.onnx", "Relu", graph_name=HTML_GRAPH, first=HTML_NODE, second="<b>second</b>")
+    path = _two_node_model(
+        tmp_path / "evil<i>name<x>.onnx",
+        "Relu",
+        graph_name=HTML_GRAPH,
+        first=HTML_NODE,
+        second="<b>second</b>",
+    )
     page.goto(stack.url + "/")
     page.set_input_files("input.file-input", str(path))
     page.wait_for_selector(".configure:not([hidden]) .compile")
