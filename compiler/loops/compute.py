@@ -75,6 +75,8 @@ class Lowering:
         idx = [v for v, _ in levels]
         self.out_loops.append([(v.name, n) for v, n in levels])
         value = fn(idx)
+        levels = _reduction_order(value, levels)
+        self._memo: dict[Expr, Expr] = {}  # one accumulator per distinct reduction of this compute
         value, hoisted = self._place(value, levels)
         return _nest(levels, hoisted, Store(out, tuple(idx), value))
 
@@ -90,7 +92,7 @@ class Lowering:
 
     def _place(self, e: Expr, levels: list[tuple[Var, int]]) -> tuple[Expr, dict[int, list[Stmt]]]:
         hoisted: dict[int, list[Stmt]] = {}
-        memo: dict[Expr, Expr] = {}
+        memo = self._memo
 
         def rw(x: Expr) -> Expr:
             if isinstance(x, Reduce):
@@ -129,6 +131,29 @@ class Lowering:
         loop = _nest(list(r.axes), inside, Store(acc, (_zero(),), _combine(r.combiner, ld, body)))
         hoisted.setdefault(k, []).append(Allocate(acc, Seq([Store(acc, (_zero(),), r.init), loop])))
         return ld
+
+
+def _reduction_order(value: Expr, levels: list[tuple[Var, int]]) -> list[tuple[Var, int]]:
+    """Loop order for a compute: output axes that no reduction depends on go innermost, so that a
+    reduction (a softmax row's max and sum over axis 1, say) is computed once per value of the axes it
+    depends on and reused across the others. The last axis (the contiguous one) keeps its place
+    relative to the other dependent axes; it is vectorized wherever it ends up."""
+    reds: list[Reduce] = []
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Reduce):
+            reds.append(x)
+            continue
+        stack.extend(children(x))
+    if not reds:
+        return levels
+    dep = set().union(*(free_vars(r) for r in reds))
+    used = [lv for lv in levels if lv[0].name in dep]
+    free = [lv for lv in levels if lv[0].name not in dep]
+    if not used or not free or levels[-1][0].name not in dep:
+        return levels
+    return used + free
 
 
 def _zero() -> Expr:

@@ -110,13 +110,13 @@ def test_op_matches_onnx_reference(case) -> None:  # type: ignore[no-untyped-def
 
 
 def test_unsupported_attribute_is_a_lowering_error() -> None:
-    ref, node = onnx_node_case("Resize", {"x": f(1, 2, 4, 8)}, {"mode": "cubic"},
-                               consts={"roi": np.array([], np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
-                               opset=13)
+    ref, node = onnx_node_case("ConvTranspose", {"x": f(1, 2, 4, 8)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+                               consts={"w": f(2, 3, 3, 3)}, opset=13)
     with pytest.raises(CompileError) as ei:
         run_node(node, {}, 13)
     err = ei.value
-    assert err.stage == "lowering" and err.op == "Resize" and err.attribute == "mode" and err.node == "Resize_0"
+    assert err.stage == "lowering" and err.op == "ConvTranspose" and err.attribute == "auto_pad"
+    assert err.node == "ConvTranspose_0"
 
 
 def test_op_without_lowering_names_node_and_op() -> None:
