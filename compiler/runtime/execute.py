@@ -3,8 +3,9 @@
 This is the runtime path behind :mod:`compiler.backend` (the ``onnx.backend.base.Backend``
 interface) and the conformance runner. :func:`compile_program` runs the real compiler: import
 (``compiler.frontend``), shape specialization from the given input shapes, the graph pipeline
-(``compiler.passes``, ``O2`` by default), after ONNX function ops without a lowering are
-replaced by their schema's function body (``compiler.frontend.expand``), lowering and scheduling of every kernel
+(``compiler.passes``, ``O2`` by default), after LSTM/GRU/RNN nodes are unrolled over their
+static sequence length (``compiler.frontend.unroll_rnn``) and ONNX function ops without a
+lowering are replaced by their schema's function body (``compiler.frontend.expand``), lowering and scheduling of every kernel
 (``compiler.build.lower_graph``) and codegen to object code (``compiler.build.compile_all``). The
 result is a :class:`Program`: the kernel objects, the call list with every parameter's binding
 (graph input, arena value at its ``plan-memory`` offset, heap value, constant, scratch) and where
@@ -84,6 +85,23 @@ def has_lowering(node: Any) -> bool:
     return node.domain not in ("", "ai.onnx") or node.op_type in LOWERINGS or node.op_type in NO_EXPAND
 
 
+def with_input_shapes(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Any:
+    """A copy of ``proto`` whose graph inputs named in ``input_shapes`` declare those static shapes."""
+    if not input_shapes:
+        return proto
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    for vi in out.graph.input:
+        if vi.name in input_shapes and vi.type.HasField("tensor_type"):
+            shape = vi.type.tensor_type.shape
+            del shape.dim[:]
+            for d in input_shapes[vi.name]:
+                shape.dim.add().dim_value = int(d)
+    return out
+
+
 def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None, *, pipeline: str = "O2",
                     target: str = "host") -> Program:
     """Compile ``model`` (ModelProto, bytes or path) for ``input_shapes`` ({input: shape}).
@@ -95,6 +113,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
     from ..frontend.expand import expand_functions
+    from ..frontend.unroll_rnn import unroll_rnns
     from ..passes import PassContext
     from ..passes.manager import run_pipeline
     from ..passes.pipeline import parse_pipeline
@@ -103,6 +122,10 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     stage = "import"
     try:
         proto, _ = read_model(model)
+        try:
+            proto = unroll_rnns(with_input_shapes(proto, input_shapes))
+        except ValueError as e:
+            raise CompileError("import", str(e)) from None
         proto = expand_functions(proto, keep=has_lowering)
         graph = import_model(proto)
         stage = "shape"
