@@ -53,3 +53,12 @@ def test_resnet50_o2_fusion_and_memory_targets() -> None:
     mem = r.of_type("memory.planned")[0]
     assert mem["no_sharing_bytes"] >= 5 * mem["arena_bytes"]
     assert mem["arena_bytes"] <= 1.1 * mem["lower_bound_bytes"]
+
+
+@pytest.mark.parametrize("name", ["light_resnet50", "yolov8n"])
+def test_o3_check_passes(name: str) -> None:
+    model = randomized(LIGHT_DIR / f"{name}.onnx", seed=1) if name.startswith("light_") else wheel_model(name)
+    r = compiler.compile(model, pipeline="O3", input_shapes=WHEEL_SHAPES.get(name), check_passes=True,
+                         backend=False)
+    assert r.ok, r.error
+    assert [c["passed"] for c in r.checks] == [True] * len(r.checks) and len(r.checks) == 10
