@@ -2,7 +2,8 @@
  * URL state: every view of the app has a URL, parsed from and formatted to `location`.
  *
  *   /                                  start page
- *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists)
+ *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists;
+ *                                      remarks take &pass=<name>&kind=applied|missed|analysis filters)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
@@ -10,13 +11,17 @@
  * Names are percent-encoded in paths and queries, so any node or kernel name round-trips.
  */
 
+import type { RemarkKind } from "./events";
+
+const REMARK_KINDS: readonly string[] = ["applied", "missed", "analysis"];
+
 export type KernelTab = "loop" | "llvm" | "opt" | "asm";
 export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "asm"];
 
 export type View =
   | { page: "start" }
   | { page: "compilation"; id: string; view: "summary" }
-  | { page: "compilation"; id: string; view: "remarks" }
+  | { page: "compilation"; id: string; view: "remarks"; pass?: string; kind?: RemarkKind }
   | { page: "compilation"; id: string; view: "kernels" }
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
   | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
@@ -43,7 +48,16 @@ export function parseUrl(pathname: string, search = ""): View {
   if (id === null || id === "") return { page: "notfound", path: pathname };
   if (parts.length === 2) {
     const v = q.get("view");
-    if (v === "remarks" || v === "kernels") return { page: "compilation", id, view: v };
+    if (v === "kernels") return { page: "compilation", id, view: v };
+    if (v === "remarks") {
+      const pass = q.get("pass");
+      const kind = q.get("kind");
+      return {
+        page: "compilation", id, view: "remarks",
+        ...(pass ? { pass } : {}),
+        ...(kind && REMARK_KINDS.includes(kind) ? { kind: kind as RemarkKind } : {}),
+      };
+    }
     return { page: "compilation", id, view: "summary" };
   }
   const kind = parts[2];
@@ -74,9 +88,14 @@ export function formatUrl(v: View): string {
   switch (v.view) {
     case "summary":
       return base;
-    case "remarks":
     case "kernels":
-      return `${base}?view=${v.view}`;
+      return `${base}?view=kernels`;
+    case "remarks": {
+      const q = new URLSearchParams({ view: "remarks" });
+      if (v.pass) q.set("pass", v.pass);
+      if (v.kind) q.set("kind", v.kind);
+      return `${base}?${q.toString()}`;
+    }
     case "pass": {
       const q = new URLSearchParams();
       if (v.diff) q.set("diff", "1");

@@ -11,6 +11,9 @@ describe("url state", () => {
     expect(parseUrl("/")).toEqual({ page: "start" });
     expect(parseUrl("/c/k3x9q2ab")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "summary" });
     expect(parseUrl("/c/k3x9q2ab/", "?view=remarks")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
+    expect(parseUrl("/c/k3x9q2ab", "?view=remarks&pass=fuse-ops&kind=missed")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks", pass: "fuse-ops", kind: "missed" });
+    expect(parseUrl("/c/k3x9q2ab", "?view=remarks&kind=bogus")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
+    expect(roundTrip({ page: "compilation", id: "a", view: "remarks", pass: "fuse-ops{x=1}", kind: "applied" })).toEqual({ page: "compilation", id: "a", view: "remarks", pass: "fuse-ops{x=1}", kind: "applied" });
     expect(parseUrl("/c/k3x9q2ab", "?view=kernels")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernels" });
     expect(parseUrl("/c/k3x9q2ab/pass/7")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false });
     expect(parseUrl("/c/k3x9q2ab/pass/7", "?diff=1")).toMatchObject({ view: "pass", pass: 7, diff: true });

@@ -1,6 +1,6 @@
 /** Remarks: applied, missed and analysis decisions with their reasons; filterable; node links. */
 import { emptyState, h, replace } from "../dom";
-import { linkTo } from "../router";
+import { linkTo, navigate } from "../router";
 import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
 
@@ -18,6 +18,13 @@ export function remarksPane(): Pane {
   let lastState: CompilationState | null = null;
   let limit = PAGE;
 
+  // The filters live in the URL (?view=remarks&pass=&kind=), so a filtered list can be shared.
+  const pushFilters = () => {
+    if (!ctx) return;
+    const kindValue = KINDS.find((k) => k === kind.value);
+    navigate({ page: "compilation", id: ctx.id, view: "remarks", ...(pass.value ? { pass: pass.value } : {}), ...(kindValue ? { kind: kindValue } : {}) }, { replace: true });
+  };
+
   const render = () => {
     if (!ctx) return;
     const { id, state } = ctx;
@@ -27,6 +34,12 @@ export function remarksPane(): Pane {
       const keep = pass.value;
       replace(pass, h("option", { value: "" }, "all passes"), ...names.map((n) => h("option", { value: n }, n)));
       pass.value = names.includes(keep) ? keep : "";
+    }
+    if (ctx.view.view === "remarks") {
+      const v = ctx.view;
+      kind.value = v.kind ?? "";
+      if (v.pass && ![...pass.options].some((o) => o.value === v.pass)) pass.appendChild(h("option", { value: v.pass }, v.pass));
+      pass.value = v.pass ?? "";
     }
     const q = text.value.trim().toLowerCase();
     const rows: HTMLElement[] = [];
@@ -65,12 +78,12 @@ export function remarksPane(): Pane {
     }
     replace(list, rows.length ? rows : [h("li", { class: "muted" }, "No remark matches the filter.")]);
   };
-  for (const c of [kind, pass]) c.addEventListener("change", () => ((limit = PAGE), render()));
+  for (const c of [kind, pass]) c.addEventListener("change", () => ((limit = PAGE), pushFilters()));
   text.addEventListener("input", () => ((limit = PAGE), render()));
   return {
     el,
     update(c) {
-      const changed = !ctx || c.state !== ctx.state;
+      const changed = !ctx || c.state !== ctx.state || c.view !== ctx.view;
       ctx = c;
       if (changed) render();
     },

@@ -1,7 +1,7 @@
 /** Pass timeline: every pass with its time, changed or unchanged, remark count; filterable. */
 import { h, replace } from "../dom";
 import { fmtMs } from "../format";
-import { linkTo } from "../router";
+import { linkTo, navigate } from "../router";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
@@ -10,6 +10,21 @@ export function optionsText(o: Record<string, unknown> | undefined): string {
   if (!o) return "";
   const parts = Object.entries(o).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
   return parts.length ? `{${parts.join(",")}}` : "";
+}
+
+/** "35 ✎": opens the remarks filtered to this pass (a span, as the row itself is a link). */
+function remarksLink(id: string, pass: string, n: number): HTMLElement {
+  const el = h("span", { class: "pass-remarks", role: "link", tabindex: n ? "0" : undefined, title: n ? `${n} remarks: show them` : undefined }, n ? `${n} ✎` : "");
+  const go = (e: Event) => {
+    e.preventDefault();
+    e.stopPropagation();
+    navigate({ page: "compilation", id, view: "remarks", pass });
+  };
+  if (n) {
+    el.addEventListener("click", go);
+    el.addEventListener("keydown", (e) => e.key === "Enter" && go(e));
+  }
+  return el;
 }
 
 export function timelinePane(): Pane {
@@ -48,7 +63,7 @@ export function timelinePane(): Pane {
           h("span", { class: "pass-index" }, String(i)),
           h("span", { class: "pass-name" }, p.name),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
-          h("span", { class: "pass-remarks", title: `${nRemarks} remarks` }, nRemarks ? `${nRemarks} ✎` : ""),
+          remarksLink(id, p.name, nRemarks),
           h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
           h("span", { class: "pass-bar-track", title: "share of the slowest pass's time" }, h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } })),
         ),
