@@ -47,13 +47,22 @@ class Intrinsics:
         if fn == "abs" and isinstance(_elem(t), ir.IntType):
             x = args[0]
             return b.select(b.icmp_signed("<", x, ir.Constant(t, None)), b.neg(x), x)
-        if fn == "tanh":
-            return self._tanh(b, args[0])
-        if fn == "erf":
-            return self._erf(b, args[0])
-        if fn == "exp" and isinstance(_elem(t), ir.FloatType):
-            return self._exp(b, args[0])
+        if fn in ("tanh", "erf") or fn == "exp" and isinstance(_elem(t), ir.FloatType):
+            return b.call(self._helper(fn, t), [args[0]])
         return b.call(self._decl(fn, t), args)
+
+    def _helper(self, fn: str, t: ir.Type) -> ir.Function:
+        """The expansion of ``fn`` as one internal ``alwaysinline`` function per type and module: built
+        once in Python, inlined by LLVM's optimizer at every call."""
+        name = f"prism.{fn}.{_suffix(t)}"
+        if name in self.m.globals:
+            return self.m.globals[name]
+        f = ir.Function(self.m, ir.FunctionType(t, [t]), name)
+        f.linkage = "internal"
+        f.attributes.add("alwaysinline")
+        hb = ir.IRBuilder(f.append_basic_block("entry"))
+        hb.ret({"exp": self._exp, "tanh": self._tanh, "erf": self._erf}[fn](hb, f.args[0]))
+        return f
 
     def _c(self, t: ir.Type, v: float) -> ir.Value:
         if isinstance(t, ir.VectorType):
@@ -90,7 +99,7 @@ class Intrinsics:
     def _tanh(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         t = x.type
         ax = self.call(b, "abs", [x])
-        e = self.call(b, "exp", [b.fmul(ax, self._c(t, -2.0))])
+        e = self._exp(b, b.fmul(ax, self._c(t, -2.0)))
         r = b.fdiv(b.fsub(self._c(t, 1.0), e), b.fadd(self._c(t, 1.0), e))
         return b.call(self._decl("copysign", t), [r, x])
 
@@ -103,7 +112,7 @@ class Intrinsics:
         for a in (a4, a3, a2, a1):
             poly = b.fadd(b.fmul(poly, k), self._c(t, a))
         poly = b.fmul(poly, k)
-        e = self.call(b, "exp", [b.fneg(b.fmul(ax, ax))])
+        e = self._exp(b, b.fneg(b.fmul(ax, ax)))
         y = b.fsub(self._c(t, 1.0), b.fmul(poly, e))
         return b.call(self._decl("copysign", t), [y, x])
 

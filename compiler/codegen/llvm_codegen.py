@@ -110,6 +110,7 @@ class KernelCodegen:
         self.env: dict[str, _V] = {}
         self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
         self.intr = Intrinsics(module)
+        self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
 
     def emit(self) -> ir.Function:
         self._stmt(self.f.body)
@@ -218,24 +219,38 @@ class KernelCodegen:
             return
         self._loop(s.extent, lambda i: (self.env.__setitem__(name, _V(i, 1)), self._stmt(s.body)), name)
 
+    def _classify(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, Expr]:
+        """Symbolic part of an access (cached: unrolled copies share it): its kind and offset expression."""
+        key = (buf, indices, self.vec)
+        hit = self._access.get(key)
+        if hit is None:
+            flat = flat_index(buf, indices)
+            if buf.name in self.vlocal:
+                hit = ("vlocal", flat)
+            elif self.vec is None or self.vec[0] not in free_vars(flat):
+                hit = ("scalar", flat)
+            elif _linear(flat, self.vec[0]) == 1:
+                hit = ("vector", substitute(flat, {self.vec[0]: Var("__base_" + self.vec[0])}))
+            else:
+                hit = ("gather", flat)
+            self._access[key] = hit
+        return hit
+
     def _addr(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value]:
         """('scalar'|'vector'|'gather', pointer or per-lane offsets) for an element access."""
-        flat = flat_index(buf, indices)
+        kind, off_e = self._classify(buf, indices)
         ety = MTYPE[buf.dtype]
-        if buf.name in self.vlocal:
-            off = self._ev(flat)
-            if off.lanes != 1:
-                raise CompileError("codegen", f"{self.f.name}: lane-varying index into {buf.name}",
-                                   kernel=self.f.name)
-            return "vlocal", self.b.gep(self.ptr[buf.name], [off.val], inbounds=True,
-                                        source_etype=ir.VectorType(ety, self.vlocal[buf.name]))
-        if self.vec is None or self.vec[0] not in free_vars(flat):
-            return "scalar", self.b.gep(self.ptr[buf.name], [self._ev(flat).val], inbounds=True, source_etype=ety)
-        v = self.vec[0]
-        if _linear(flat, v) == 1:
-            base = self._ev(substitute(flat, {v: Var("__base_" + v)}))
-            return "vector", self.b.gep(self.ptr[buf.name], [base.val], inbounds=True, source_etype=ety)
-        return "gather", self._ev(flat).val
+        if kind == "scalar":
+            return "scalar", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
+        if kind == "vector":
+            return "vector", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
+        if kind == "gather":
+            return "gather", self._ev(off_e).val
+        off = self._ev(off_e)
+        if off.lanes != 1:
+            raise CompileError("codegen", f"{self.f.name}: lane-varying index into {buf.name}", kernel=self.f.name)
+        return "vlocal", self.b.gep(self.ptr[buf.name], [off.val], inbounds=True,
+                                    source_etype=ir.VectorType(ety, self.vlocal[buf.name]))
 
     def _store(self, s: Store) -> None:
         kind, where = self._addr(s.buf, s.indices)
