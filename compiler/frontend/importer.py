@@ -10,6 +10,7 @@ onnx's latest are accepted. Every problem raises :class:`CompileError` with stag
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 import numpy as np
@@ -83,10 +84,26 @@ class _Importer:
         self.proto = proto
         self.opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in proto.opset_import}
         self.opset = default_opset(proto)
+        self.scopes: dict[int, ChainMap[str, Value]] = {}
+
+    def _define(self, g: Graph, name: str, value: Value, what: str, node: NodeProto | None = None) -> Value:
+        """Bind ``name`` in ``g``'s lexical scope. ONNX values are SSA across nested scopes (a body
+        may not redefine an outer name), but sibling bodies may reuse a name: the IR's shared name
+        table then gives the second one a fresh name, while lookups here stay lexical."""
+        scope = self.scopes[id(g)]
+        if name in scope:
+            where = "in this graph" if name in scope.maps[0] else "in an enclosing graph (no shadowing in ONNX)"
+            raise CompileError("import", f"{what} {name!r} is defined twice: already defined {where}",
+                               node=(node.name or None) if node is not None else None,
+                               op=node.op_type if node is not None else None)
+        g._register(value, exact=False)
+        scope.maps[0][name] = value
+        return value
 
     def graph(self, gp: GraphProto, parent: Graph | None) -> Graph:
         check_strings(gp)
         g = Graph(gp.name or "main", parent=parent)
+        self.scopes[id(g)] = self.scopes[id(parent)].new_child() if parent is not None else ChainMap({})
         if parent is None:
             g.opset_imports = dict(self.opsets)
         inits = {t.name for t in gp.initializer}
@@ -95,10 +112,8 @@ class _Importer:
         for vi in gp.input:
             if vi.name in inits:
                 continue  # IR v3: an initializer listed among the inputs is a constant with a default
-            if g.lookup(vi.name) is not None and parent is None:
-                raise CompileError("import", f"duplicate graph input {vi.name!r}")
             ty = type_from_proto(vi.type, f"input {vi.name!r}")
-            g.inputs.append(g._register(Value(vi.name, ty)))
+            g.inputs.append(self._define(g, vi.name, Value(vi.name, ty), "graph input"))
         hints = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
         # create every node's outputs first so that a node may be listed before its producer's
         # consumers; the order (and cycles) are checked by the topological sort below
@@ -111,15 +126,12 @@ class _Importer:
             for name in np_.output:
                 if not name:
                     name = g.fresh_name(f"{np_.name or np_.op_type}_unused")
-                if g.lookup(name) is not None and g.lookup(name).graph is g:  # type: ignore[union-attr]
-                    raise CompileError("import", f"value {name!r} is produced twice (node {np_.name or i})",
-                                       node=np_.name or None, op=np_.op_type)
-                outs.append(g._register(Value(name), exact=False))
+                outs.append(self._define(g, name, Value(name), f"output of node {np_.name or i}", np_))
             pending.append((np_, outs))
         for i, (np_, outs) in enumerate(pending):
             self._node(g, np_, outs, i)
         for vo in gp.output:
-            v = g.lookup(vo.name)
+            v = self.scopes[id(g)].get(vo.name)
             if v is None:
                 raise CompileError("import", f"graph output {vo.name!r} is not produced by any node")
             g.outputs.append(v)
@@ -131,10 +143,8 @@ class _Importer:
         return g
 
     def _constant(self, g: Graph, name: str, data: np.ndarray) -> Value:
-        if g.lookup(name) is not None and g.lookup(name).graph is g:  # type: ignore[union-attr]
-            raise CompileError("import", f"duplicate name {name!r}")
         v = Value(name, TensorType.of(data.dtype, data.shape), data)
-        g._register(v, exact=False)
+        self._define(g, name, v, "constant")
         g.constants[v.name] = v
         return v
 
@@ -221,7 +231,7 @@ class _Importer:
             if not name:
                 inputs.append(None)
                 continue
-            v = g.lookup(name)
+            v = self.scopes[id(g)].get(name)
             if v is None:
                 raise CompileError("import", f"node {label} ({n.op_type}) reads {name!r}, which is not defined",
                                    node=n.name or None, op=n.op_type)

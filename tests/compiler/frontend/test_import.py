@@ -114,3 +114,38 @@ def test_external_data_inside_folder_is_read(tmp_path) -> None:
     g = import_model(proto)
     np.testing.assert_array_equal(g.constants["w"].const, w)
     assert base == tmp_path.resolve()
+
+
+def _if_model(then_out: str, else_out: str) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    t = helper.make_graph([helper.make_node("Relu", ["x"], ["z"]), helper.make_node("Neg", ["z"], [then_out])], "t",
+                          [], [helper.make_tensor_value_info(then_out, TensorProto.FLOAT, [2])])
+    e = helper.make_graph([helper.make_node("Neg", ["x"], ["z"]), helper.make_node("Abs", ["z"], [else_out])], "e",
+                          [], [helper.make_tensor_value_info(else_out, TensorProto.FLOAT, [2])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=t, else_branch=e)], "g", [x, c], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_sibling_branches_may_reuse_names() -> None:
+    from compiler.export import export_model
+    from compiler.passes.check import run_ort
+
+    m = _if_model("out", "out")
+    onnx.checker.check_model(m)
+    graph, _ = load(m)
+    x = np.array([-1.5, 2.0], np.float32)
+    for cond in (True, False):
+        feeds = {"x": x, "c": np.array(cond)}
+        np.testing.assert_array_equal(run_ort(export_model(graph), feeds)[0], run_ort(m, feeds)[0])
+
+
+def test_shadowing_an_outer_name_is_refused() -> None:
+    from compiler import CompileError
+
+    with pytest.raises(CompileError) as info:
+        load(_if_model("x", "out"))
+    assert info.value.stage == "import" and "enclosing graph" in info.value.message
