@@ -8,7 +8,8 @@ every kernel parameter (arena views at the planned offsets, inputs, outputs, con
 it appends ``start <kernel>`` to ``DIR/progress`` (unbuffered ``os.write``), so that if generated
 code kills the process the parent knows which kernel was running. Then it runs ONNX Runtime
 (``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares, times
-(warm-up, repeats, medians) and writes ``DIR/result.json``.
+(warm-up, repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load)
+and writes ``DIR/result.json``.
 """
 
 from __future__ import annotations
@@ -99,8 +100,13 @@ def main(d: Path) -> int:
         once = max(time.perf_counter() - t0, 1e-6)
         repeats = int(min(man["max_repeats"], max(man["min_repeats"], man["budget_s"] / 2 / once)))
         per = [[] for _ in calls]
-        totals = []
+        totals: list[int] = []
+        ort_ts: list[int] = []
         pc = time.perf_counter_ns
+        feed = {n: inputs[n] for n in man["inputs"]}
+        if sess is not None:
+            sess.run(man["ort_outputs"], feed)  # warm-up
+        # Prism and ONNX Runtime alternate, run by run, so that both see the same machine load
         for _ in range(repeats):
             t_start = pc()
             for j, (_, fn, ptrs) in enumerate(calls):
@@ -108,19 +114,16 @@ def main(d: Path) -> int:
                 fn(*ptrs)
                 per[j].append(pc() - t)
             totals.append(pc() - t_start)
+            if sess is not None:
+                t = pc()
+                sess.run(man["ort_outputs"], feed)
+                ort_ts.append(pc() - t)
         result["kernels"] = [{"name": c[0], "median_us": float(np.median(p)) / 1e3} for c, p in zip(calls, per,
                                                                                                    strict=True)]
         result["prism_ms"] = float(np.median(totals)) / 1e6
         result["repeats"] = repeats
-        if sess is not None:
-            feed = {n: inputs[n] for n in man["inputs"]}
-            sess.run(man["ort_outputs"], feed)
-            ts = []
-            for _ in range(repeats):
-                t = pc()
-                sess.run(man["ort_outputs"], feed)
-                ts.append(pc() - t)
-            result["onnxruntime_ms"] = float(np.median(ts)) / 1e6
+        if ort_ts:
+            result["onnxruntime_ms"] = float(np.median(ort_ts)) / 1e6
     (d / "result.json").write_text(json.dumps(result))
     return 0
 
