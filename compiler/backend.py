@@ -12,7 +12,9 @@ Shape inputs: a graph input that a node reads in a slot that determines a shape 
 parameter (Reshape's ``shape``, Slice's ``starts``/``ends``/``axes``/``steps``, a Reduce op's
 ``axes``, TopK's ``K``, Resize's ``scales``/``sizes``, Pad's ``pads`` ...; see ``SHAPE_INPUTS``)
 is specialized by value as well: the program is compiled with it bound as a constant, and its
-value is part of the cache key (a new value compiles again). Every other input stays a runtime
+value is part of the cache key (a new value compiles again). So is a small input (<= 64 elements)
+that an ``If`` condition or a ``Loop`` trip count is computed from (``control_inputs``): the
+branch is chosen, or the loop unrolled, at compile time. Every other input stays a runtime
 input of the compiled code.
 
 Options (keyword arguments of ``prepare``/``run_model``/``run_node``):
@@ -66,6 +68,29 @@ def shape_inputs(model: onnx.ModelProto) -> list[str]:
     return out
 
 
+def control_inputs(model: onnx.ModelProto) -> list[str]:
+    """Graph inputs an ``If`` condition or a ``Loop`` trip count / condition is computed from (the
+    backward slice through top-level nodes). Specializing on their values lets the compiler pick
+    the branch or unroll the loop (``compiler.frontend.control_flow``)."""
+    inits = {t.name for t in model.graph.initializer}
+    names = {i.name for i in model.graph.input if i.name not in inits}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    stack = [n.input[0] for n in model.graph.node if n.op_type == "If" and n.input] + \
+        [i for n in model.graph.node if n.op_type == "Loop" for i in list(n.input)[:2] if i]
+    seen: set[str] = set()
+    out: list[str] = []
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in names:
+            out.append(v)
+        elif v in producer:
+            stack.extend(i for i in producer[v].input if i)
+    return sorted(out)
+
+
 def bind_values(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
     """A copy of ``model`` whose inputs named in ``values`` are initializers holding them."""
     m = onnx.ModelProto()
@@ -96,6 +121,7 @@ class PrismRep(BackendRep):
         self.output_names = [o.name for o in model.graph.output]
         self.programs: dict[tuple[Any, ...], Program] = {}
         self.value_inputs = shape_inputs(model)
+        self.control_inputs = [n for n in control_inputs(model) if n not in self.value_inputs]
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):
@@ -116,6 +142,7 @@ class PrismRep(BackendRep):
         arrays it takes (those of the inputs not bound as values)."""
         named = dict(zip(self.input_names, arrays, strict=True))
         vals = {n: named[n] for n in self.value_inputs}
+        vals.update({n: named[n] for n in self.control_inputs if named[n].size <= 64})
         key = tuple((n, tuple(a.shape), a.dtype.str) for n, a in named.items()) + \
             tuple((n, v.tobytes()) for n, v in vals.items())
         prog = self.programs.get(key)

@@ -3,7 +3,8 @@
 This is the runtime path behind :mod:`compiler.backend` (the ``onnx.backend.base.Backend``
 interface) and the conformance runner. :func:`compile_program` runs the real compiler: import
 (``compiler.frontend``), shape specialization from the given input shapes, the graph pipeline
-(``compiler.passes``, ``O2`` by default), after LSTM/GRU/RNN nodes are unrolled over their
+(``compiler.passes``, ``O2`` by default), after statically resolvable If/Loop/Scan are inlined
+or unrolled (``compiler.frontend.control_flow``), LSTM/GRU/RNN nodes are unrolled over their
 static sequence length (``compiler.frontend.unroll_rnn``) and ONNX function ops without a
 lowering are replaced by their schema's function body (``compiler.frontend.expand``), lowering and scheduling of every kernel
 (``compiler.build.lower_graph``) and codegen to object code (``compiler.build.compile_all``). The
@@ -113,6 +114,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
     from ..frontend.expand import expand_functions
+    from ..frontend.control_flow import resolve_control_flow
     from ..frontend.unroll_rnn import unroll_rnns
     from ..passes import PassContext
     from ..passes.manager import run_pipeline
@@ -122,11 +124,16 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     stage = "import"
     try:
         proto, _ = read_model(model)
-        try:
-            proto = unroll_rnns(with_input_shapes(proto, input_shapes))
-        except ValueError as e:
-            raise CompileError("import", str(e)) from None
-        proto = expand_functions(proto, keep=has_lowering)
+        proto = with_input_shapes(proto, input_shapes)
+        for _ in range(3):  # bodies and function bodies may hold further control flow or RNNs
+            before = proto.SerializeToString()
+            try:
+                proto = unroll_rnns(resolve_control_flow(proto))
+            except ValueError as e:
+                raise CompileError("import", str(e)) from None
+            proto = expand_functions(proto, keep=has_lowering)
+            if proto.SerializeToString() == before:
+                break
         graph = import_model(proto)
         stage = "shape"
         specialize(graph, input_shapes)

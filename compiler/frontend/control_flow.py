@@ -1,0 +1,337 @@
+"""Resolve ``If``, ``Loop`` and ``Scan`` at compile time where their control is static.
+
+Prism compiles a static graph, so control flow is resolved before the graph IR is built, at the
+ONNX level, with the shapes bound by specialization:
+
+* ``If`` whose condition is a compile-time constant (an initializer, a ``Constant``, or computed
+  from them: the condition's producers are evaluated with ``onnx.reference`` on constants only)
+  is replaced by the taken branch, inlined.
+* ``Scan`` (opset 9+) has a static trip count (the scan axis length): its body is inlined once per
+  iteration; scan inputs are sliced with ``Gather`` (honouring ``scan_input_axes`` and
+  ``scan_input_directions``), scan outputs stacked with ``Unsqueeze`` + ``Concat`` (honouring
+  ``scan_output_axes`` and ``scan_output_directions``).
+* ``Loop`` whose trip count ``M`` is a compile-time constant is unrolled ``M`` times. If the body's
+  condition output is not simply its condition input (the loop may stop early), the loop-carried
+  values are guarded with ``Where(cond, new, old)``; such a loop may not have scan outputs (their
+  length would depend on data).
+
+Inlined bodies get their internal names prefixed (unique per inlined copy); references to outer
+values keep their names. Anything else (a data-dependent condition or trip count) is left in
+place and fails later with "no lowering for op If/Loop/Scan". Semantics: the ONNX specs of If,
+Loop (opset 11+ body signature ``(iteration_num, cond, carried...)``) and Scan (opset 9+).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
+
+CONTROL = ("If", "Loop", "Scan")
+
+
+class _Ctx:
+    def __init__(self, model: ModelProto) -> None:
+        self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+        self.n = 0
+        self.inits: list[onnx.TensorProto] = []
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}__cf{self.n}"
+
+    def const(self, arr: Any, base: str = "cf_const") -> str:
+        nm = self.fresh(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), nm))
+        return nm
+
+
+def _attr(node: NodeProto, name: str, default: Any = None) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _rename_graph(g: GraphProto, mapping: dict[str, str]) -> None:
+    """Rename references in a nested graph (in place); its own names shadow ``mapping``."""
+    own = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
+    local = {k: v for k, v in mapping.items() if k not in own}
+    for n in g.node:
+        for k, name in enumerate(n.input):
+            if name in local:
+                n.input[k] = local[name]
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_graph(a.g, local)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sg in a.graphs:
+                    _rename_graph(sg, local)
+    for o in g.output:
+        if o.name in local:
+            o.name = local[o.name]
+
+
+def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str]) -> tuple[list[NodeProto], list[str]]:
+    """Copy ``body``'s nodes with its inputs bound to outer names (``bind``: body input -> outer
+    name) and its internal names made unique. Returns the nodes and the outer names of its outputs."""
+    mapping = dict(bind)
+    prefix = ctx.fresh("body")
+    for t in body.initializer:
+        nt = onnx.TensorProto()
+        nt.CopyFrom(t)
+        nt.name = f"{prefix}_{t.name}"
+        mapping[t.name] = nt.name
+        ctx.inits.append(nt)
+    for n in body.node:
+        for o in n.output:
+            if o:
+                mapping[o] = f"{prefix}_{o}"
+    nodes = []
+    for n in body.node:
+        m = NodeProto()
+        m.CopyFrom(n)
+        m.name = f"{prefix}_{n.name or n.op_type}"
+        for k, name in enumerate(m.input):
+            if name in mapping:
+                m.input[k] = mapping[name]
+        for k, name in enumerate(m.output):
+            if name:
+                m.output[k] = mapping[name]
+        for a in m.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_graph(a.g, mapping)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sg in a.graphs:
+                    _rename_graph(sg, mapping)
+        nodes.append(m)
+    outs = []
+    for o in body.output:
+        outs.append(mapping.get(o.name, o.name))
+    return nodes, outs
+
+
+def _constant_value(ctx: _Ctx, name: str, nodes: list[NodeProto], consts: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The value of ``name`` if it is computed from constants only (evaluated with onnx.reference)."""
+    if name in consts:
+        return consts[name]
+    producer = {o: n for n in nodes for o in n.output}
+    need: list[NodeProto] = []
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        v = stack.pop()
+        if v in seen or v in consts or not v:
+            continue
+        seen.add(v)
+        p = producer.get(v)
+        if p is None or p.op_type in CONTROL or p.domain not in ("", "ai.onnx"):
+            return None
+        if p not in need:
+            need.append(p)
+        stack.extend(p.input)
+    order = [n for n in nodes if n in need]
+    leaves = {i for n in order for i in n.input if i and i in consts}
+    g = helper.make_graph(order, "cond", [], [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)],
+                          [numpy_helper.from_array(consts[k], k) for k in leaves])
+    m = helper.make_model(g, opset_imports=ctx.model.opset_import)
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        return np.asarray(ReferenceEvaluator(m).run(None, {})[0])
+    except Exception:
+        return None
+
+
+def _shape_of(model: ModelProto) -> dict[str, list[int]]:
+    """Static shapes of the top-level values: Prism's own inference (``compiler.ops.infer``, which
+    also uses known values), completed by ``onnx.shape_inference``."""
+    out: dict[str, list[int]] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+            tt = vi.type.tensor_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                out[vi.name] = [d.dim_value for d in tt.shape.dim]
+    except Exception:
+        pass
+    try:
+        from .importer import import_model
+        from .specialize import specialize
+
+        graph = import_model(model)
+        specialize(graph, None)
+        vals = list(graph.inputs) + [o for n in graph.nodes for o in n.outputs]
+        for v in vals:
+            if v.type is not None and v.type.is_static:
+                out[v.name] = [int(d) for d in v.type.shape]  # type: ignore[union-attr]
+    except Exception:
+        pass
+    for t in model.graph.initializer:
+        out[t.name] = list(t.dims)
+    return out
+
+
+def _unsqueeze(ctx: _Ctx, x: str, axis: int, nodes: list[NodeProto]) -> str:
+    out = ctx.fresh("unsq")
+    if ctx.opset < 13:
+        nodes.append(helper.make_node("Unsqueeze", [x], [out], axes=[axis]))
+    else:
+        nodes.append(helper.make_node("Unsqueeze", [x, ctx.const(np.array([axis], np.int64))], [out]))
+    return out
+
+
+def _stack(ctx: _Ctx, parts: list[str], axis: int, out: str, nodes: list[NodeProto]) -> None:
+    nodes.append(helper.make_node("Concat", [_unsqueeze(ctx, p, axis, nodes) for p in parts], [out], axis=axis))
+
+
+def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
+    if ctx.opset < 9:
+        return None
+    body: GraphProto = _attr(node, "body")
+    m = int(_attr(node, "num_scan_inputs"))
+    n_state = len(node.input) - m
+    in_axes = list(_attr(node, "scan_input_axes", [0] * m))
+    in_dirs = list(_attr(node, "scan_input_directions", [0] * m))
+    k = len(body.output) - n_state
+    out_axes = list(_attr(node, "scan_output_axes", [0] * k))
+    out_dirs = list(_attr(node, "scan_output_directions", [0] * k))
+    scans = list(node.input[n_state:])
+    if any(s not in shapes for s in scans):
+        return None
+    ranks = [len(shapes[s]) for s in scans]
+    in_axes = [a % r for a, r in zip(in_axes, ranks, strict=True)]
+    lengths = {shapes[s][a] for s, a in zip(scans, in_axes, strict=True)}
+    if len(lengths) != 1:
+        return None
+    steps = lengths.pop()
+    nodes: list[NodeProto] = []
+    state = list(node.input[:n_state])
+    collected: list[list[str]] = [[] for _ in range(k)]
+    for t in range(steps):
+        bind = {body.input[i].name: state[i] for i in range(n_state)}
+        for j, s in enumerate(scans):
+            idx = steps - 1 - t if in_dirs[j] else t
+            sl = ctx.fresh("scan_in")
+            nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=in_axes[j]))
+            bind[body.input[n_state + j].name] = sl
+        body_nodes, outs = inline_body(ctx, body, bind)
+        nodes.extend(body_nodes)
+        state = outs[:n_state]
+        for j in range(k):
+            collected[j].append(outs[n_state + j])
+    for i in range(n_state):
+        if node.output[i]:
+            nodes.append(helper.make_node("Identity", [state[i]], [node.output[i]]))
+    for j in range(k):
+        o = node.output[n_state + j] if n_state + j < len(node.output) else ""
+        if not o:
+            continue
+        parts = collected[j][::-1] if out_dirs[j] else collected[j]
+        rank = len(body.output[n_state + j].type.tensor_type.shape.dim) + 1
+        _stack(ctx, parts, out_axes[j] % rank if rank else 0, o, nodes)
+    return nodes
+
+
+def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: list[NodeProto]) -> list[NodeProto] | None:
+    body: GraphProto = _attr(node, "body")
+    trip = node.input[0] if len(node.input) > 0 else ""
+    cond = node.input[1] if len(node.input) > 1 else ""
+    if not trip:
+        return None
+    mv = _constant_value(ctx, trip, all_nodes, consts)
+    if mv is None:
+        return None
+    steps = int(mv.reshape(-1)[0])
+    if steps > 4096:
+        return None
+    carried = list(node.input[2:])
+    n_c = len(carried)
+    k = len(body.output) - 1 - n_c
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    passthrough = cond_out == cond_in or any(n.op_type == "Identity" and list(n.input) == [cond_in] and
+                                             list(n.output) == [cond_out] for n in body.node)
+    cv = _constant_value(ctx, cond, all_nodes, consts) if cond else np.array(True)
+    always = passthrough and cv is not None and bool(cv.reshape(-1)[0])
+    if not always and k:
+        return None
+    nodes: list[NodeProto] = []
+    cur_cond = cond or ctx.const(np.array(True))
+    state = carried
+    collected: list[list[str]] = [[] for _ in range(k)]
+    for t in range(steps):
+        bind = {body.input[0].name: ctx.const(np.array(t, np.int64)), cond_in: cur_cond}
+        bind.update({body.input[2 + i].name: state[i] for i in range(n_c)})
+        body_nodes, outs = inline_body(ctx, body, bind)
+        nodes.extend(body_nodes)
+        new_state = outs[1:1 + n_c]
+        if not always:
+            guarded = []
+            for old, new in zip(state, new_state, strict=True):
+                g = ctx.fresh("loop_keep")
+                nodes.append(helper.make_node("Where", [cur_cond, new, old], [g]))
+                guarded.append(g)
+            new_state = guarded
+            nc = ctx.fresh("loop_cond")
+            nodes.append(helper.make_node("And", [cur_cond, outs[0]], [nc]))
+            cur_cond = nc
+        state = new_state
+        for j in range(k):
+            collected[j].append(outs[1 + n_c + j])
+    for i in range(n_c):
+        if node.output[i]:
+            nodes.append(helper.make_node("Identity", [state[i]], [node.output[i]]))
+    for j in range(k):
+        o = node.output[n_c + j] if n_c + j < len(node.output) else ""
+        if o and steps:
+            _stack(ctx, collected[j], 0, o, nodes)
+        elif o:
+            return None
+    return nodes
+
+
+def resolve_control_flow(model: ModelProto, max_rounds: int = 8) -> ModelProto:
+    """A copy of ``model`` with every statically resolvable top-level If/Loop/Scan inlined or
+    unrolled (see the module docstring); nested ones are handled as they reach the top level."""
+    if not any(n.op_type in CONTROL for n in model.graph.node):
+        return model
+    out = ModelProto()
+    out.CopyFrom(model)
+    ctx = _Ctx(out)
+    for _ in range(max_rounds):
+        ctx.model, ctx.inits = out, []
+        consts = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+        for n in out.graph.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        shapes = _shape_of(out) if any(n.op_type == "Scan" for n in out.graph.node) else {}
+        all_nodes = list(out.graph.node)
+        new_nodes: list[NodeProto] = []
+        changed = False
+        for n in all_nodes:
+            rep = None
+            if n.op_type == "If" and n.domain in ("", "ai.onnx"):
+                cv = _constant_value(ctx, n.input[0], all_nodes, consts)
+                if cv is not None:
+                    branch = _attr(n, "then_branch" if bool(cv.reshape(-1)[0]) else "else_branch")
+                    body_nodes, outs = inline_body(ctx, branch, {})
+                    rep = body_nodes + [helper.make_node("Identity", [s], [d]) for s, d in zip(outs, n.output,
+                                                                                          strict=True) if d]
+            elif n.op_type == "Scan" and n.domain in ("", "ai.onnx"):
+                rep = _scan(ctx, n, shapes)
+            elif n.op_type == "Loop" and n.domain in ("", "ai.onnx"):
+                rep = _loop(ctx, n, consts, all_nodes)
+            if rep is None:
+                new_nodes.append(n)
+            else:
+                new_nodes.extend(rep)
+                changed = True
+        if not changed:
+            break
+        del out.graph.node[:]
+        out.graph.node.extend(new_nodes)
+        out.graph.initializer.extend(ctx.inits)
+    return out
