@@ -113,8 +113,8 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     from ..build import compile_all, lower_graph
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
-    from ..frontend.expand import expand_functions
     from ..frontend.control_flow import resolve_control_flow
+    from ..frontend.expand import expand_functions
     from ..frontend.unroll_rnn import unroll_rnns
     from ..passes import PassContext
     from ..passes.manager import run_pipeline
