@@ -1,6 +1,7 @@
 """simplify: before/expected IR for each rule, numerics against ONNX Runtime."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto as T
 from onnx import helper
 from pass_testing import from_onnx, model, run_ort, run_reference, text
@@ -9,6 +10,7 @@ from compiler.ir import print_graph
 from compiler.passes.base import PassContext
 from compiler.passes.eliminate_dead_code import EliminateDeadCode
 from compiler.passes.simplify import Simplify
+from compiler.passes.verify import verify_graph
 
 
 def _chain_model():
@@ -104,3 +106,68 @@ def test_transposes_cancel_and_noop_reshape():
           %y = Relu(%x) : f32[2, 3, 4]  // Relu
           return %y
         }""")
+
+
+def _random_view_chain(seed: int):
+    """A chain of Transpose/Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast on f32[2, 3, 1, 4]."""
+    rng = np.random.default_rng(seed)
+    shape, cur, nodes, inits = [2, 3, 1, 4], "x", [], []
+    for i in range(int(rng.integers(2, 9))):
+        out = f"v{i}"
+        op = rng.choice(["Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+                         "Cast"])
+        if op == "Transpose":
+            perm = [int(p) for p in rng.permutation(len(shape))]
+            nodes.append(helper.make_node(op, [cur], [out], perm=perm))
+            shape = [shape[p] for p in perm]
+        elif op == "Reshape":
+            dims = [int(d) for d in rng.permutation([2, 3, 4])]
+            new = dims[: int(rng.integers(1, 4))]
+            new[-1] = -1
+            inits.append((f"s{i}", np.array(new, np.int64)))
+            nodes.append(helper.make_node(op, [cur, f"s{i}"], [out]))
+            shape = [d for d in new if d != -1]
+            shape.append(24 // int(np.prod(shape)))
+        elif op == "Flatten":
+            axis = int(rng.integers(0, len(shape) + 1))
+            nodes.append(helper.make_node(op, [cur], [out], axis=axis))
+            shape = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
+        elif op == "Squeeze":
+            ones = [a for a, d in enumerate(shape) if d == 1]
+            if not ones:
+                continue
+            inits.append((f"a{i}", np.array(ones[:1], np.int64)))
+            nodes.append(helper.make_node(op, [cur, f"a{i}"], [out]))
+            shape = [d for a, d in enumerate(shape) if a != ones[0]]
+        elif op == "Unsqueeze":
+            axis = int(rng.integers(0, len(shape) + 1))
+            inits.append((f"a{i}", np.array([axis], np.int64)))
+            nodes.append(helper.make_node(op, [cur, f"a{i}"], [out]))
+            shape = shape[:axis] + [1] + shape[axis:]
+        elif op == "Cast":
+            nodes.append(helper.make_node(op, [cur], [out], to=T.FLOAT))
+        else:
+            nodes.append(helper.make_node(op, [cur], [out]))
+        cur = out
+    nodes.append(helper.make_node("Relu", [cur], ["y"]))
+    return model(nodes, [("x", T.FLOAT, [2, 3, 1, 4])], [("y", T.FLOAT, shape)], inits=inits)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_view_chains_simplify_to_the_same_values(seed):
+    m = _random_view_chain(seed)
+    g = from_onnx(m)
+    before = len(g.nodes)
+    Simplify().run(g, PassContext())
+    EliminateDeadCode().run(g, PassContext())
+    verify_graph(g)
+    assert len(g.nodes) <= before
+    views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+    for n in g.nodes:
+        assert n.op_type not in ("Identity", "Cast")
+        p = n.inputs[0].producer
+        if p is not None:  # no view after a view, no Transpose after a Transpose
+            assert not (n.op_type in views and p.op_type in views), (p.label, n.label)
+            assert not (n.op_type == p.op_type == "Transpose"), (p.label, n.label)
+    x = np.random.default_rng(seed).standard_normal((2, 3, 1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run_reference(g, {"x": x})[0], run_ort(m, {"x": x})[0])
