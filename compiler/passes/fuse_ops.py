@@ -215,8 +215,8 @@ class FuseOps(Pass):
                 how = "into the reduction as its elementwise producers"
             elif gp <= BROADCAST and fnodes[sink].pattern == INJECTIVE:
                 how = "into an injective consumer"
-            msg = " + ".join(n.label for n in chain) + f" fused {how} ({sink_node.label}: {sink_kind})"
-            msg = "fused " + msg.replace(" fused ", " ", 1)
+            msg = ("fused " + " + ".join(n.label for n in chain)
+                   + f" {how} ({sink_node.label}: {sink_kind})")
             nodes = [n.label for n in chain]
         return self.remark("applied", msg, nodes)
 
