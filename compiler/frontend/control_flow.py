@@ -4,7 +4,8 @@ Prism compiles a static graph, so control flow is resolved before the graph IR i
 ONNX level, with the shapes bound by specialization:
 
 * ``If`` whose condition is a compile-time constant (an initializer, a ``Constant``, or computed
-  from them: the condition's producers are evaluated with ``onnx.reference`` on constants only)
+  from them and from static shapes: the condition's producers are evaluated with
+  ``onnx.reference``, ``Shape``/``Size`` of a statically shaped value being constants)
   is replaced by the taken branch, inlined.
 * ``Scan`` (opset 9+) has a static trip count (the scan axis length): its body is inlined once per
   iteration; scan inputs are sliced with ``Gather`` (honouring ``scan_input_axes`` and
@@ -38,6 +39,7 @@ class _Ctx:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
         self.n = 0
         self.inits: list[onnx.TensorProto] = []
+        self.shapes: dict[str, list[int]] | None = None
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -115,7 +117,24 @@ def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str]) -> tuple[list
 
 
 def _constant_value(ctx: _Ctx, name: str, nodes: list[NodeProto], consts: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The value of ``name`` if it is computed from constants only (evaluated with onnx.reference)."""
+    """The value of ``name`` if it is computed from constants and static shapes only (``Shape`` and
+    ``Size`` of a value with a static shape are constants), evaluated with onnx.reference."""
+    if name in consts:
+        return consts[name]
+    if ctx.shapes is None:
+        ctx.shapes = _shape_of(ctx.model)
+    consts = dict(consts)
+    for n in nodes:
+        if n.op_type in ("Shape", "Size") and n.input[0] in ctx.shapes and n.output[0] not in consts:
+            shp = ctx.shapes[n.input[0]]
+            if n.op_type == "Size":
+                consts[n.output[0]] = np.array(int(np.prod(shp)), np.int64)
+            else:
+                r = len(shp)
+                start, end = int(_attr(n, "start", 0)), _attr(n, "end", None)
+                start = max(0, min(r, start + r if start < 0 else start))
+                end = r if end is None else max(0, min(r, int(end) + r if int(end) < 0 else int(end)))
+                consts[n.output[0]] = np.array(shp[start:end], np.int64)
     if name in consts:
         return consts[name]
     producer = {o: n for n in nodes for o in n.output}
@@ -302,12 +321,14 @@ def resolve_control_flow(model: ModelProto, max_rounds: int = 8) -> ModelProto:
     out.CopyFrom(model)
     ctx = _Ctx(out)
     for _ in range(max_rounds):
-        ctx.model, ctx.inits = out, []
+        ctx.model, ctx.inits, ctx.shapes = out, [], None
         consts = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
         for n in out.graph.node:
             if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
                 consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-        shapes = _shape_of(out) if any(n.op_type == "Scan" for n in out.graph.node) else {}
+        if any(n.op_type == "Scan" for n in out.graph.node):
+            ctx.shapes = _shape_of(out)
+        shapes = ctx.shapes or {}
         all_nodes = list(out.graph.node)
         new_nodes: list[NodeProto] = []
         changed = False

@@ -244,6 +244,13 @@ def unroll_rnns(model: ModelProto) -> ModelProto:
     for t in inferred.graph.initializer:
         shapes[t.name] = list(t.dims)
         dtypes[t.name] = helper.tensor_dtype_to_np_dtype(t.data_type)
+    from .control_flow import _shape_of  # Prism's own inference knows values onnx's does not
+
+    for k, v in _shape_of(model).items():
+        shapes.setdefault(k, v)
+    for n in model.graph.node:
+        if n.op_type in GATES and n.input[0] not in dtypes:
+            dtypes[n.input[0]] = np.dtype(np.float32)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     out = ModelProto()
     out.CopyFrom(model)

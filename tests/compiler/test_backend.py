@@ -144,3 +144,29 @@ def test_onnx_backend_test_runner_accepts_the_backend():
 
 
 _ = onnx
+
+
+def test_silero_vad_with_if_and_lstm_matches_onnxruntime():
+    """Issue 6 item 5: silero_vad (If, LSTM, dynamic shapes) through the backend vs ONNX Runtime,
+    two consecutive 512-sample chunks with the state carried between them."""
+    import onnxruntime as ort
+
+    from compiler import samples
+
+    try:
+        path = samples.fetch("silero_vad")
+    except Exception as e:  # the wheel comes from the package registry
+        pytest.skip(f"silero_vad sample not available: {e}")
+    rep = PrismBackend.prepare(onnx.load(str(path)), isolate=False)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    state = np.zeros((2, 1, 128), np.float32)
+    for _ in range(2):
+        feeds = {"input": (rng.standard_normal((1, 512)) * 0.3).astype(np.float32), "state": state,
+                 "sr": np.array(16000, np.int64)}
+        ours = rep.run(feeds)
+        ref = sess.run(None, feeds)
+        for a, b in zip(ours, ref, strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+        state = ref[1]
