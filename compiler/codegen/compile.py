@@ -62,6 +62,14 @@ def target_machine(target: Target):  # type: ignore[no-untyped-def]
     return _TM[target.name]
 
 
+def has_fma(target: Target) -> bool:
+    """True where the target has fused multiply-add in hardware (x86 with +fma, AArch64, RISC-V F/D)."""
+    feats = set(target.features.split(","))
+    if target.triple.startswith("x86_64"):
+        return "+fma" in feats or "+avx512f" in feats
+    return True
+
+
 def kernel_key(func: PrimFunc, target: Target) -> str:
     """SHA-256 (hex) of the printed loop IR and the target name: the cache key."""
     text = print_func(func).replace(f"def {func.name}(", "def _(", 1)
@@ -82,7 +90,7 @@ def compile_kernel(func: PrimFunc, target: Target) -> CompiledKernel:
     try:
         mod = ir.Module(name=func.name)
         mod.triple = target.triple
-        KernelCodegen(mod, func, symbol, target.vector_width_f32).emit()
+        KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target)).emit()
         text = str(mod)
         parsed = llvm.parse_assembly(text)
         parsed.verify()

@@ -12,7 +12,8 @@ A local buffer allocated inside a vectorized loop holds vectors (an accumulator 
 
 Floating point: IEEE semantics, no fast-math flags, except that ``a * b + c`` in float is emitted
 as ``llvm.fma`` (one rounding instead of two; ONNX does not fix the rounding of a product sum, and
-ONNX Runtime's MLAS kernels use FMA too). Reductions keep their sequential order per lane (no
+ONNX Runtime's MLAS kernels use FMA too) on targets with hardware FMA; on others (x86-64-v2) it
+stays ``fmul`` + ``fadd``, since ``llvm.fma`` would become a libm ``fmaf`` call per element. Reductions keep their sequential order per lane (no
 ``reassoc``), so no reduction is reordered. ``tanh`` is computed as ``sign(x)(1-e)/(1+e)``,
 ``e = exp(-2|x|)``, and ``erf`` with Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7). Integer
 ``//`` and ``%`` are emitted as ``sdiv``/``srem``: the lowering only divides non-negative indices.
@@ -100,8 +101,8 @@ class _V:
 class KernelCodegen:
     """Emits one PrimFunc into ``module`` as function ``symbol``; ``width`` = f32 lanes per vector."""
 
-    def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int) -> None:
-        self.m, self.f, self.width = module, func, width
+    def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int, fma: bool = True) -> None:
+        self.m, self.f, self.width, self.fma = module, func, width, fma
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(func.params)), symbol)
         self.entry = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.fn.append_basic_block("body"))
@@ -370,7 +371,7 @@ class KernelCodegen:
 
     def _bin(self, e: Bin) -> _V:
         op = e.op
-        if op == "+" and _isf(e.dtype):
+        if op == "+" and _isf(e.dtype) and self.fma:
             for x, y in ((e.a, e.b), (e.b, e.a)):
                 if isinstance(y, Bin) and y.op == "*":
                     return self._ev(Call("fma", (y.a, y.b, x)))

@@ -157,8 +157,12 @@ def _epilogue(out_t: Tensor, rank: int, spatial: tuple[int, int] | None) -> tupl
     return e, vs
 
 
-def _pick_mr(m: int) -> int:
-    return next(r for r in (8, 6, 4, 2, 1) if m % r == 0)
+def _pick_mr(m: int, width: int) -> int:
+    """Rows of the register tile: with NR = 2 vectors, MR x 2 accumulators plus 2 B vectors and a
+    broadcast must fit the register file (32 vector registers with AVX-512: 8 rows; 16 with AVX2, SSE
+    and the 128-bit targets here: 6 rows), and MR must divide M."""
+    choices = (8, 6, 4, 2, 1) if width >= 16 else (6, 4, 3, 2, 1)
+    return next(r for r in choices if m % r == 0)
 
 
 def _add_const(lk: LoweredKernel, name: str, data: np.ndarray, label: str) -> Buffer:
@@ -270,7 +274,7 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     epi, vs = ep
     st, dil, pb, in_sp, out_sp = _geom(node, x, oshape, [kh, kw])
     k_n, n_n = cg * kh * kw, oh * ow
-    mr = _pick_mr(mg)
+    mr = _pick_mr(mg, target.vector_width_f32)
     width = target.vector_width_f32
     nr = 2 * width
     wp = np.asarray(w.const, np.float32).reshape(groups, mg // mr, mr, k_n).transpose(0, 1, 3, 2)
@@ -352,7 +356,7 @@ def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     if ep is None:
         return None
     epi, vs = ep
-    mr = _pick_mr(m_n)
+    mr = _pick_mr(m_n, target.vector_width_f32)
     width = target.vector_width_f32
     nr = (4 if mr == 1 else 2) * width
     tiles = math.ceil(n_n / nr)

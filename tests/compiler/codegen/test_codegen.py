@@ -46,3 +46,10 @@ def test_cross_target_assembly(target: str, needle: str) -> None:
     ck = compile_kernel(_conv_kernel(target).func, get_target(target))
     assert needle in ck.asm, ck.asm[:2000]
     assert target.split("6")[0][:5] in ck.llvm_ir_optimized.split("target triple = ")[1][:12]
+
+
+def test_sse_target_has_no_fma_and_avx2_uses_ymm() -> None:
+    v2 = compile_kernel(_conv_kernel("x86-64-v2").func, get_target("x86-64-v2"))
+    assert "llvm.fma" not in v2.llvm_ir and "fmaf" not in v2.asm and "xmm" in v2.asm
+    v3 = compile_kernel(_conv_kernel("x86-64-v3", co=12).func, get_target("x86-64-v3"))
+    assert "vfmadd" in v3.asm and "ymm" in v3.asm and "zmm" not in v3.asm
