@@ -2,14 +2,29 @@
 import "./styles.css";
 import { emptyState, h, replace } from "./dom";
 import { compilationPage, type CompilationPage } from "./pages/compilation";
+import { comparePage, type ComparePage } from "./pages/compare";
 import { startPage } from "./panes/start";
 import { currentView, linkTo, onNavigate } from "./router";
 import type { View } from "./urlstate";
 
 const root = document.getElementById("app") ?? document.body;
 let page: CompilationPage | null = null;
+let compare: ComparePage | null = null;
 
 function show(v: View): void {
+  if (v.page !== "compare" || compare?.key !== v.ids.join("...")) {
+    compare?.destroy();
+    compare = null;
+  }
+  if (v.page === "compare") {
+    page?.destroy();
+    page = null;
+    if (!compare) {
+      compare = comparePage(v.ids);
+      replace(root, compare.el);
+    }
+    return;
+  }
   if (v.page === "compilation") {
     if (page && page.id === v.id) {
       page.show(v);

@@ -7,6 +7,7 @@
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
+ *   /compare/<a>...<b>                 two compilations side by side
  *
  * Names are percent-encoded in paths and queries, so any node or kernel name round-trips.
  */
@@ -26,6 +27,7 @@ export type View =
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
   | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
+  | { page: "compare"; ids: [string, string] }
   | { page: "notfound"; path: string };
 
 export type CompilationView = Extract<View, { page: "compilation" }>;
@@ -43,6 +45,11 @@ export function parseUrl(pathname: string, search = ""): View {
   const q = new URLSearchParams(search);
   const parts = pathname.split("/").filter((p) => p !== "");
   if (parts.length === 0) return { page: "start" };
+  if (parts[0] === "compare" && parts.length === 2) {
+    const ids = (decode(parts[1]) ?? "").split("...");
+    if (ids.length === 2 && ids.every((x) => /^[\w-]+$/.test(x))) return { page: "compare", ids: [ids[0], ids[1]] };
+    return { page: "notfound", path: pathname };
+  }
   if (parts[0] !== "c" || parts.length < 2) return { page: "notfound", path: pathname };
   const id = decode(parts[1]);
   if (id === null || id === "") return { page: "notfound", path: pathname };
@@ -84,6 +91,7 @@ export function parseUrl(pathname: string, search = ""): View {
 export function formatUrl(v: View): string {
   if (v.page === "start") return "/";
   if (v.page === "notfound") return v.path;
+  if (v.page === "compare") return `/compare/${v.ids[0]}...${v.ids[1]}`;
   const base = `/c/${encodeURIComponent(v.id)}`;
   switch (v.view) {
     case "summary":

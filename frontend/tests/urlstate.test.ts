@@ -25,6 +25,13 @@ describe("url state", () => {
     expect(parseUrl("/c/k3x9q2ab/graph")).toMatchObject({ view: "graph", node: null });
   });
 
+  it("parses and formats compare links", () => {
+    expect(parseUrl("/compare/k3x9q2ab...ab12cd34")).toEqual({ page: "compare", ids: ["k3x9q2ab", "ab12cd34"] });
+    expect(formatUrl({ page: "compare", ids: ["a1", "b2"] })).toBe("/compare/a1...b2");
+    expect(parseUrl("/compare/a..b").page).toBe("notfound");
+    expect(parseUrl("/compare/a...b...c").page).toBe("notfound");
+  });
+
   it("reports unknown paths", () => {
     for (const p of ["/x", "/c", "/c/a/pass/x", "/c/a/pass", "/c/a/kernel", "/c/a/graph/x", "/c/%E0%A4%A/pass/1"]) {
       expect(parseUrl(p).page).toBe("notfound");

@@ -45,7 +45,12 @@ export function compilationPage(first: CompilationView): CompilationPage {
   const copy = h("button", { class: "btn copy-link", title: "Copy a link to this view" }, "Copy link");
   const copied = h("span", { class: "copied muted", role: "status" });
   copy.addEventListener("click", () => void copyLink(location.href, copied));
-  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, h("span", { class: "spacer" }), copy, copied);
+  const other = h("input", { class: "compare-with", placeholder: "compare with id…", size: 14, "aria-label": "Compare with another compilation id" });
+  other.addEventListener("keydown", (e) => {
+    const o = other.value.trim().replace(/^.*\/c\//, "").split(/[/?#]/)[0];
+    if (e.key === "Enter" && /^[\w-]+$/.test(o)) navigate({ page: "compare", ids: [id, o] });
+  });
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, h("span", { class: "spacer" }), other, copy, copied);
 
   const progress = progressPane();
   const failure = failurePane();

@@ -1,0 +1,154 @@
+/**
+ * `/compare/<a>...<b>`: two compilations side by side (say the same model for two targets or
+ * two pipelines): headline numbers, pass by pass, kernel by kernel, and the final IR diff.
+ * Each side is the same pure reducer over its own event feed, so it also fills in live.
+ */
+import { api, followEvents, type Compilation, type EventFeed } from "../api";
+import { diffViewer, type DiffViewer } from "../editor";
+import { emptyState, h, replace } from "../dom";
+import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtUs } from "../format";
+import { graphIr } from "../lang/graphir";
+import { linkTo } from "../router";
+import { initialState, isDone, reduce, type CompilationState } from "../state";
+
+interface Side {
+  id: string;
+  state: CompilationState;
+  meta: Compilation | null;
+  feed: EventFeed | null;
+  missing: boolean;
+}
+
+type Row = [label: string, a: string, b: string, ratio?: string];
+
+function ratio(a: number | undefined, b: number | undefined): string {
+  return a !== undefined && b !== undefined && a > 0 ? `${fmtNum(b / a)}×` : "";
+}
+
+function status(s: Side): string {
+  if (s.missing) return "not found";
+  return s.state.failed ? `failed (${s.state.failed.stage})` : s.state.finished ? "succeeded" : s.state.nextSeq > 0 ? "running" : (s.meta?.status ?? "loading");
+}
+
+function overview(a: Side, b: Side): Row[] {
+  const A = a.state;
+  const B = b.state;
+  const lastStats = (s: CompilationState) => s.passes[s.passes.length - 1]?.stats;
+  const kernelUs = (s: CompilationState) => [...s.kernels.values()].reduce((t, k) => t + (k.timed?.median_us ?? 0), 0);
+  const verdict = (s: CompilationState) => (s.verification ? `${s.verification.passed ? "✔ match" : "✘ differ"} (max abs ${fmtSci(s.verification.max_abs_error)})` : "–");
+  return [
+    ["model", A.started?.model.name ?? "–", B.started?.model.name ?? "–"],
+    ["target", A.started?.target ?? a.meta?.target ?? "–", B.started?.target ?? b.meta?.target ?? "–"],
+    ["pipeline", String(a.meta?.requested_pipeline ?? a.meta?.pipeline ?? "–"), String(b.meta?.requested_pipeline ?? b.meta?.pipeline ?? "–")],
+    ["status", status(a), status(b)],
+    ["Prism latency", fmtMs(A.timing?.prism_ms), fmtMs(B.timing?.prism_ms), ratio(A.timing?.prism_ms, B.timing?.prism_ms)],
+    ["ONNX Runtime latency", fmtMs(A.timing?.onnxruntime_ms), fmtMs(B.timing?.onnxruntime_ms), ratio(A.timing?.onnxruntime_ms, B.timing?.onnxruntime_ms)],
+    ["Prism / ONNX Runtime", A.timing ? `${fmtNum(A.timing.ratio)}×` : "–", B.timing ? `${fmtNum(B.timing.ratio)}×` : "–"],
+    ["accuracy", verdict(A), verdict(B)],
+    ["sum of kernel times", A.kernels.size ? fmtUs(kernelUs(A)) : "–", B.kernels.size ? fmtUs(kernelUs(B)) : "–", ratio(kernelUs(A) || undefined, kernelUs(B) || undefined)],
+    ["compile time", fmtMs(A.finished?.duration_ms), fmtMs(B.finished?.duration_ms), ratio(A.finished?.duration_ms, B.finished?.duration_ms)],
+    ["passes", String(A.passes.length), String(B.passes.length)],
+    ["nodes after the passes", String(lastStats(A)?.nodes ?? "–"), String(lastStats(B)?.nodes ?? "–")],
+    ["fused groups / kernels", `${A.fusion?.groups.length ?? "–"} / ${A.kernels.size}`, `${B.fusion?.groups.length ?? "–"} / ${B.kernels.size}`],
+    ["arena (no sharing)", A.memory ? `${fmtBytes(A.memory.arena_bytes)} (${fmtBytes(A.memory.no_sharing_bytes)})` : "–", B.memory ? `${fmtBytes(B.memory.arena_bytes)} (${fmtBytes(B.memory.no_sharing_bytes)})` : "–", ratio(A.memory?.arena_bytes, B.memory?.arena_bytes)],
+  ];
+}
+
+function table(head: string[], rows: string[][], numericFrom = 1): HTMLElement {
+  return h("table", { class: "grid compare-table" },
+    h("thead", null, h("tr", null, ...head.map((x, i) => h("th", { class: i >= numericFrom ? "num" : "" }, x)))),
+    h("tbody", null, ...rows.map((r) => h("tr", null, ...r.map((x, i) => h("td", { class: i >= numericFrom ? "num" : "" }, x))))));
+}
+
+export interface ComparePage {
+  el: HTMLElement;
+  key: string;
+  destroy(): void;
+}
+
+export function comparePage(ids: [string, string]): ComparePage {
+  const sides: Side[] = ids.map((id) => ({ id, state: initialState(), meta: null, feed: null, missing: false }));
+  const links = sides.map((s, i) => linkTo(h("a", null, `${i === 0 ? "A" : "B"}: ${s.id}`), { page: "compilation", id: s.id, view: "summary" }));
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), h("span", { class: "muted" }, "Compare"), links[0], h("span", null, "vs"), links[1]);
+  const over = h("section", { class: "card" });
+  const passes = h("section", { class: "card" });
+  const kernels = h("section", { class: "card" });
+  const irHead = h("div");
+  const irHost = h("div", { class: "cm-host diff" });
+  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, h("section", { class: "card" }, irHead, irHost)));
+  let diff: DiffViewer | null = null;
+  let diffKey: [string | undefined, string | undefined] = [undefined, undefined];
+  let frame = 0;
+
+  const render = () => {
+    frame = 0;
+    const [a, b] = sides;
+    document.title = `Compare ${a.id} … ${b.id} — Prism`;
+    const rows = overview(a, b);
+    replace(over, h("h3", null, "Overview"), table(["", `A ${a.id}`, `B ${b.id}`, "B / A"], rows.map((r) => [r[0], r[1], r[2], r[3] ?? ""]), 1));
+
+    const n = Math.max(a.state.passes.length, b.state.passes.length);
+    const passRows = Array.from({ length: n }, (_, i) => {
+      const pa = a.state.passes[i];
+      const pb = b.state.passes[i];
+      return [String(i), pa?.name ?? "–", pa ? fmtMs(pa.duration_ms) : "–", String(pa?.stats?.nodes ?? "–"), pb?.name ?? "–", pb ? fmtMs(pb.duration_ms) : "–", String(pb?.stats?.nodes ?? "–")];
+    });
+    replace(passes, h("h3", null, "Pass by pass"), n ? table(["#", "A pass", "A time", "A nodes", "B pass", "B time", "B nodes"], passRows, 7) : emptyState("No pass has finished on either side yet."));
+
+    const names = [...a.state.kernels.keys()].filter((k) => b.state.kernels.has(k));
+    const onlyA = a.state.kernels.size - names.length;
+    const onlyB = b.state.kernels.size - names.length;
+    const us = (s: Side, k: string) => s.state.kernels.get(k)?.timed?.median_us;
+    names.sort((x, y) => (us(a, y) ?? us(b, y) ?? -1) - (us(a, x) ?? us(b, x) ?? -1));
+    const kernelRows = names.slice(0, 300).map((k) => [k, fmtUs(us(a, k)), fmtUs(us(b, k)), ratio(us(a, k), us(b, k))]);
+    replace(kernels, h("h3", null, "Kernel by kernel (the kernels both sides have)"),
+      names.length ? table(["kernel", "A", "B", "B / A"], kernelRows) : emptyState(a.state.kernels.size && b.state.kernels.size ? "The two sides have no kernel in common (they fused differently)." : "No kernels on both sides yet."),
+      h("p", { class: "muted" }, `${names.length} in common${names.length > 300 ? " (the 300 slowest shown)" : ""}; ${onlyA} only in A, ${onlyB} only in B.`));
+
+    const irA = a.state.passes[a.state.passes.length - 1]?.ir;
+    const irB = b.state.passes[b.state.passes.length - 1]?.ir;
+    if (irA !== diffKey[0] || irB !== diffKey[1]) {
+      diffKey = [irA, irB];
+      diff?.destroy();
+      diff = null;
+      replace(irHost);
+      replace(irHead, h("h3", null, "IR after the last pass: A (left) against B (right)"));
+      const passesDone = (s: Side) => isDone(s.state) || (s.state.plannedPasses.length > 0 && s.state.passes.length >= s.state.plannedPasses.length);
+      if (irA !== undefined && irB !== undefined && passesDone(a) && passesDone(b)) diff = diffViewer(irHost, irA, irB, graphIr);
+      else irHost.appendChild(emptyState("The diff appears when both sides have finished their passes."));
+    }
+  };
+  const schedule = () => {
+    if (!frame) frame = requestAnimationFrame(render);
+  };
+
+  for (const s of sides) {
+    api.compilation(s.id).then((c) => ((s.meta = c), schedule()), () => undefined);
+    s.feed = followEvents(s.id, {
+      onEvent(e) {
+        const next = reduce(s.state, e);
+        if (next !== s.state) {
+          s.state = next;
+          schedule();
+        }
+      },
+      onStatus: () => undefined,
+      lastSeq: () => s.state.nextSeq - 1,
+      done: () => isDone(s.state),
+      onMissing() {
+        s.missing = true;
+        schedule();
+      },
+    });
+  }
+  render();
+  return {
+    el,
+    key: ids.join("..."),
+    destroy() {
+      sides.forEach((s) => s.feed?.close());
+      diff?.destroy();
+      if (frame) cancelAnimationFrame(frame);
+    },
+  };
+}
