@@ -187,7 +187,69 @@ def randomized(model: str | os.PathLike | onnx.ModelProto, seed: int = 0) -> onn
         inputs = [vi for vi in inputs if vi.name not in new_names]
     del g.input[:]
     g.input.extend(inputs)
+    _calibrate_logits(m, {t.name for t in new_inits}, seed)
     return m
+
+
+_PASS_THROUGH = ("Flatten", "Reshape", "Squeeze", "Identity", "Dropout")
+LOGIT_STD = 2.0
+
+
+def _calibrate_logits(m: onnx.ModelProto, random_inits: set[str], seed: int) -> None:
+    """Scale the last linear layer before each ``Softmax`` so its logits have a standard deviation
+    of :data:`LOGIT_STD` on a seeded standard-normal input.
+
+    With random weights the logits of a deep classifier grow large and ``Softmax`` saturates to a
+    one-hot vector, which any implementation reproduces exactly: verification would then compare
+    nothing. Logits are linear in that layer's weight and bias, so one ONNX Runtime run on the
+    model gives the factor. Models whose inputs are not static, or with no such layer, are left as
+    they are.
+    """
+    import onnxruntime as ort
+
+    g = m.graph
+    producer = {o: n for n in g.node for o in n.output}
+    inits = {t.name: t for t in g.initializer}
+    targets: list[tuple[str, onnx.NodeProto]] = []
+    for n in g.node:
+        if n.op_type not in ("Softmax", "LogSoftmax"):
+            continue
+        src = producer.get(n.input[0])
+        while src is not None and src.op_type in _PASS_THROUGH:
+            src = producer.get(src.input[0])
+        if src is not None and src.op_type in ("Gemm", "Conv", "MatMul") and src.input[1] in random_inits:
+            targets.append((n.input[0], src))
+    init_names = set(inits)
+    feeds: dict[str, np.ndarray] = {}
+    rng = np.random.default_rng(seed)
+    for vi in g.input:
+        if vi.name in init_names:
+            continue
+        dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        if not dims or any(d <= 0 for d in dims) or vi.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+            return
+        feeds[vi.name] = rng.standard_normal(dims).astype(np.float32)
+    if not targets:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    del probe.graph.output[:]
+    for name, _ in targets:
+        probe.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(probe.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    logits = sess.run(None, feeds)
+    for (_, node), value in zip(targets, logits, strict=True):
+        std = float(np.std(value))
+        if not np.isfinite(std) or std == 0.0:
+            continue
+        k = LOGIT_STD / std
+        for i in (1, 2):
+            if i < len(node.input) and node.input[i] in inits:
+                t = inits[node.input[i]]
+                t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(k), t.name))
 
 
 def main(argv: list[str] | None = None) -> int:
