@@ -1,0 +1,145 @@
+"""Lowering of GridSample (opsets 16 and 20+; any number of spatial dims).
+
+Semantics: the ONNX GridSample spec as its reference implementation computes it
+(``onnx.reference.ops.op_grid_sample``): the grid's last axis holds normalized coordinates in
+reverse dim order (x, y, ...), denormalized with ``align_corners`` (``(n + 1) / 2 * (d - 1)``, else
+``((n + 1) * d - 1) / 2``). ``nearest`` rounds half to even; ``linear`` weighs the 2 neighbours and
+``cubic`` the 4 neighbours (Keys, a = -0.75) per dim. Coordinates outside the border are clamped
+(``border``) or reflected (``reflection``, about ``[-0.5, d - 0.5]`` or ``[0, d - 1]`` with
+``align_corners``) before interpolation; each tap outside the input reads 0 (``zeros``), its
+clamped index (``border``) or its reflected index (``reflection``). Taps are a reduction over
+2 (linear) or 4 (cubic) positions per spatial dim.
+"""
+
+from __future__ import annotations
+
+from ..ir import Node
+from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
+from .ops_elementwise import LowerCtx, bad, register
+from .ops_nn import COMPLEX_OPS
+from .ops_reduce import red
+from .tensor import Tensor
+
+COMPLEX_OPS.update({"GridSample"})
+A = -0.75
+
+
+def _s(node: Node, name: str, default: str) -> str:
+    v = node.attr(name, default)
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _reflect(x: Expr, lo: float, hi: float) -> Expr:
+    dt = x.dtype
+    rng = hi - lo
+
+    def side(dx: Expr, near: float, far: float, sign: float) -> Expr:
+        n = call("floor", Bin("/", dx, Float(rng, dt)))
+        r = sub(dx, mul(n, Float(rng, dt)))
+        even = Bin("==", sub(n, mul(Float(2.0, dt), call("floor", mul(n, Float(0.5, dt))))), Float(0.0, dt))
+        return select(even, add(Float(near, dt), mul(Float(sign, dt), r)), sub(Float(far, dt), mul(Float(sign, dt), r)))
+
+    below = side(sub(Float(lo, dt), x), lo, hi, 1.0)
+    above = side(sub(x, Float(hi, dt)), hi, lo, -1.0)
+    return select(Bin("<", x, Float(lo, dt)), below, select(Bin(">", x, Float(hi, dt)), above, x))
+
+
+def _cubic_w(t: Expr, r: Expr) -> Expr:
+    """Keys weight of tap ``t`` (0..3, at floor(x) - 1 + t) for ``r = x - floor(x)``."""
+    dt = r.dtype
+
+    def k(d: Expr) -> Expr:  # |d| in [0, 2]
+        d2 = mul(d, d)
+        d3 = mul(d2, d)
+        near = add(sub(mul(Float(A + 2, dt), d3), mul(Float(A + 3, dt), d2)), Float(1.0, dt))
+        far = add(sub(mul(Float(A, dt), d3), mul(Float(5 * A, dt), d2)), sub(mul(Float(8 * A, dt), d), Float(4 * A, dt)))
+        return select(Bin("<=", d, Float(1.0, dt)), near, far)
+    one = Float(1.0, dt)
+    ws = [k(add(r, one)), k(r), k(sub(one, r)), k(sub(Float(2.0, dt), r))]
+    return select(Bin("==", t, Int(0)), ws[0], select(Bin("==", t, Int(1)), ws[1], select(Bin("==", t, Int(2)), ws[2],
+                                                                                           ws[3])))
+
+
+@register("GridSample")
+def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, grid = ins[0], ins[1]
+    assert x is not None and grid is not None
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(_s(node, "mode", "linear"), _s(node, "mode", "linear"))
+    pad = _s(node, "padding_mode", "zeros")
+    ac = bool(node.attr("align_corners", 0))
+    if mode not in ("nearest", "linear", "cubic") or pad not in ("zeros", "border", "reflection"):
+        raise bad(node, "mode", f"mode {mode!r} / padding_mode {pad!r} is not defined")
+    dims = list(x.shape[2:])
+    nd = len(dims)
+    dt = x.dtype if x.dtype in ("f32", "f64") else "f32"
+    lw = ctx.lowering
+    borders = [(0.0, d - 1.0) if ac else (-0.5, d - 0.5) for d in dims]
+
+    def coord(i: list[Expr], k: int) -> Expr:
+        g = grid[[i[0]] + i[2:] + [Int(nd - 1 - k)]]
+        g = g if g.dtype == dt else Cast(dt, g)
+        d = dims[k]
+        if ac:
+            v = mul(mul(add(g, Float(1.0, dt)), Float(0.5, dt)), Float(d - 1.0, dt))
+        else:
+            v = mul(sub(mul(add(g, Float(1.0, dt)), Float(float(d), dt)), Float(1.0, dt)), Float(0.5, dt))
+        if mode == "nearest":
+            v = call("round", v)
+        lo, hi = borders[k]
+        if pad == "border":
+            v = select(Bin("or", Bin("<", v, Float(lo, dt)), Bin(">", v, Float(hi, dt))),
+                       emin(emax(v, Float(0.0, dt)), Float(d - 1.0, dt)), v)
+        elif pad == "reflection":
+            v = _reflect(v, lo, hi)
+        return v
+
+    def tap(idx: Expr, k: int) -> tuple[Expr, Expr | None]:
+        """Index to load (in bounds) and, for zeros padding, the in-bounds condition."""
+        d = dims[k]
+        if pad == "zeros":
+            ok = Bin("and", Bin(">=", idx, Int(0)), Bin("<", idx, Int(d)))
+            return emin(emax(idx, 0), d - 1), ok
+        if pad == "border":
+            return emin(emax(idx, 0), d - 1), None
+        lo, hi = borders[k]
+        r = Cast("i64", _reflect(Cast(dt, idx), lo, hi))
+        return emin(emax(r, 0), d - 1), None
+
+    def fn(i: list[Expr]) -> Expr:
+        xs = [coord(i, k) for k in range(nd)]
+        if mode == "nearest":
+            idx, conds = [], []
+            for k in range(nd):
+                j, ok = tap(Cast("i64", xs[k]), k)
+                idx.append(j)
+                if ok is not None:
+                    conds.append(ok)
+            v = x[i[:2] + idx]
+            v = v if v.dtype == dt else Cast(dt, v)
+            for c in conds:
+                v = select(c, v, Float(0.0, dt))
+            return v if x.dtype == dt else Cast(x.dtype, v)
+        n_t = 2 if mode == "linear" else 4
+        axes = [lw.axis("rg", n_t) for _ in range(nd)]
+        idx, weight = [], None
+        conds = []
+        for k in range(nd):
+            f = call("floor", xs[k])
+            r = sub(xs[k], f)
+            t = axes[k][0]
+            base = Cast("i64", f)
+            pos = add(base, t) if mode == "linear" else add(sub(base, 1), t)
+            w = select(Bin("==", t, Int(0)), sub(Float(1.0, dt), r), r) if mode == "linear" else _cubic_w(t, r)
+            weight = w if weight is None else mul(weight, w)
+            j, ok = tap(pos, k)
+            idx.append(j)
+            if ok is not None:
+                conds.append(ok)
+        v = x[i[:2] + idx]
+        v = v if v.dtype == dt else Cast(dt, v)
+        for c in conds:
+            v = select(c, v, Float(0.0, dt))
+        assert weight is not None
+        out = red("sum", axes, mul(weight, v))
+        return out if x.dtype == dt else Cast(x.dtype, out)
+    return [Tensor(ctx.out_shape(node), x.dtype, fn)]
