@@ -249,3 +249,15 @@ def test_html_names_render_literally(stack, page, tmp_path):
     for tag in ("img", "script", "b", "i"):
         assert page.locator(f"#app {tag}").count() == 0, f"a <{tag}> from a name reached the DOM"
     shot(page, "08-html-names")
+
+
+def test_compare_two_pipelines(stack, page):
+    model = stack.upload(SQUEEZENET)
+    a = stack.compile(model["id"], target="host", pipeline="O2")
+    b = stack.compile(model["id"], target="host", pipeline="O1")
+    page.goto(f"{stack.url}/compare/{a['id']}...{b['id']}")
+    page.wait_for_selector(".compare .cm-mergeView", timeout=600_000)
+    overview = page.locator(".compare-table").first.inner_text()
+    assert "O2" in overview and "O1" in overview and "squeezenet_old" in overview
+    assert page.locator(".compare-table").nth(1).locator("tbody tr").count() == O2_PASSES
+    shot(page, "09-compare")
