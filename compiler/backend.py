@@ -49,7 +49,7 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "Squeeze": (1,),
     "Unsqueeze": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "Range": (0, 1, 2),
     "ConstantOfShape": (0,), "OneHot": (1,), "Split": (1,), "CumSum": (1,), "CumProd": (1,), "Trilu": (1,), "CenterCropPad": (1,),
-    "Col2Im": (1, 2), "DFT": (2,), "STFT": (1, 3), "AffineGrid": (1,), "Dropout": (1, 2), "MaxUnpool": (2,),
+    "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "AffineGrid": (1,), "Dropout": (1, 2), "MaxUnpool": (2,),
     "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
     **{r: (1,) for r in _REDUCE},
 }

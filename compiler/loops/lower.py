@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import FusedGroup, Node, Value
 from . import ops_nn  # noqa: F401  (registers the reducing ops)
-from . import ops_grid, ops_misc, ops_norm, ops_pad, ops_reduce, ops_resize, ops_shape  # noqa: F401  (issue 6: conformance lowerings)
+from . import ops_grid, ops_linalg, ops_misc, ops_norm, ops_pad, ops_reduce, ops_resize, ops_shape  # noqa: F401  (issue 6: conformance lowerings)
 from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
 from .ops_elementwise import LOWERINGS, LowerCtx

@@ -1,0 +1,148 @@
+"""Lowering of Einsum, LpPool, GlobalLpPool and DFT.
+
+Semantics: the ONNX specs. Einsum: the equation's letters index the operands; a letter repeated
+within one operand takes its diagonal; ``...`` stands for the broadcast leading dims; without
+``->`` the output has the letters that occur once, sorted. The output element is a sum, over the
+letters not in the output, of the product of the operands. LpPool: ``(sum |x|^p)^(1/p)`` over each
+window (pads, strides, dilations and ``ceil_mode`` as pooling; padding contributes 0). DFT: the
+discrete Fourier transform along ``axis`` of a real (last dim 1) or complex (last dim 2) signal,
+``Y[k] = sum_n x[n] exp(-+2 pi i k n / L)`` (``inverse`` flips the sign and divides by ``L``),
+``dft_length`` pads with zeros or truncates, ``onesided`` keeps ``L // 2 + 1`` bins. The twiddle
+factors come from compile-time tables indexed by ``k * n mod L`` (exact zeros where they are 0).
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from ..ir import Node
+from .ir import Bin, Cast, Expr, Float, Int, add, call, mul, select, sub
+from .ops_elementwise import LowerCtx, bad, const_input, register
+from .ops_nn import COMPLEX_OPS, _geom, _window
+from .ops_reduce import red
+from .tensor import Tensor, norm_axis
+
+COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT"})
+
+
+def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
+    eq = eq.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    free = [c for c in string.ascii_letters if not any(c in t for t in terms)]
+    n_ell = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks, strict=True) if "..." in t), default=0)
+    ell = "".join(free[:n_ell])
+    terms = [t.replace("...", ell[len(ell) - (r - len(t.replace("...", ""))):] if r - len(t.replace("...", "")) else "")
+             for t, r in zip(terms, ranks, strict=True)]
+    if "->" in eq:
+        out = rhs.replace("...", ell)
+    else:
+        letters = "".join(terms)
+        out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    return terms, out
+
+
+@register("Einsum")
+def _einsum(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    xs = [t for t in ins if t is not None]
+    eq = node.attr("equation")
+    eq = eq.decode() if isinstance(eq, bytes) else eq
+    terms, out = _parse(eq, [t.rank for t in xs])
+    sizes: dict[str, int] = {}
+    for t, x in zip(terms, xs, strict=True):
+        if len(t) != x.rank:
+            raise bad(node, "equation", f"term {t!r} does not match an operand of rank {x.rank}")
+        for c, d in zip(t, x.shape, strict=True):
+            if d != 1 or c not in sizes:
+                sizes[c] = max(sizes.get(c, 1), d)
+    contracted = sorted({c for t in terms for c in t} - set(out))
+    dt = ctx.out_dtype(node)
+
+    def fn(i: list[Expr]) -> Expr:
+        axes = {c: ctx.lowering.axis("re", sizes[c]) for c in contracted}
+        env = {c: v for c, v in zip(out, i, strict=True)}
+        env.update({c: a[0] for c, a in axes.items()})
+        prod: Expr | None = None
+        for t, x in zip(terms, xs, strict=True):
+            v = x[[env[c] if x.shape[k] != 1 else Int(0) for k, c in enumerate(t)]]
+            prod = v if prod is None else mul(prod, v)
+        assert prod is not None
+        return red("sum", [axes[c] for c in contracted], prod) if contracted else prod
+    return [Tensor(ctx.out_shape(node), dt, fn)]
+
+
+@register("LpPool", "GlobalLpPool")
+def _lp_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    p = float(node.attr("p", 2))
+    out = ctx.out_shape(node)
+    ks = list(x.shape[2:]) if node.op_type == "GlobalLpPool" else list(node.attr("kernel_shape"))
+    if node.op_type == "GlobalLpPool":
+        st, dil, pb, in_sp, out_sp = [1] * len(ks), [1] * len(ks), [0] * len(ks), list(x.shape[2:]), list(out[2:])
+    else:
+        st, dil, pb, in_sp, out_sp = _geom(node, x, out, ks)
+    dt = x.dtype
+
+    def fn(i: list[Expr]) -> Expr:
+        rk = [ctx.lowering.axis("rp", k) for k in ks]
+        pos, cond = _window(i[2:], [v for v, _ in rk], st, dil, pb, in_sp, out_sp, ks)
+        v = call("abs", x[i[:2] + pos])
+        term = mul(v, v) if p == 2 else call("pow", v, Float(p, dt))
+        if cond is not None:
+            term = select(cond, term, Float(0.0, dt))
+        s = red("sum", rk, term)
+        return call("sqrt", s) if p == 2 else call("pow", s, Float(1.0 / p, dt))
+    return [Tensor(out, dt, fn)]
+
+
+@register("DFT")
+def _dft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    if ctx.opset >= 20:
+        ax = int(const_input(node, ins[2], "axis").reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else -2
+    else:
+        ax = int(node.attr("axis", 1))
+    ax = norm_axis(node, ax, x.rank)
+    if ax == x.rank - 1:
+        raise bad(node, "axis", "the last axis holds the real/imaginary parts")
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    n_in = x.shape[ax]
+    length = int(const_input(node, ins[1], "dft_length").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None \
+        else n_in
+    complex_in = x.shape[-1] == 2
+    dt = ctx.out_dtype(node)
+    sign = 1.0 if inverse else -1.0
+    scale = 1.0 / length if inverse else 1.0
+    n_used = min(n_in, length)
+    ph = 2 * np.pi * np.arange(length) / length
+    tab_dt = np.float64
+    odt, dt = dt, "f64"  # accumulate in double: exact zeros stay below the cases' atol
+    cos_np, sin_np = np.cos(ph), np.sin(ph)
+    cos_t = ctx.const_tensor(np.where(np.abs(cos_np) < 1e-12, 0.0, cos_np).astype(tab_dt), f"{node.label}_cos")
+    sin_t = ctx.const_tensor(np.where(np.abs(sin_np) < 1e-12, 0.0, sin_np).astype(tab_dt), f"{node.label}_sin")
+
+    def fn(i: list[Expr]) -> Expr:
+        rn = ctx.lowering.axis("rf", n_used)
+        n = rn[0]
+        k = i[ax]
+        src = i[:ax] + [n] + i[ax + 1:-1]
+        xr = x[src + [Int(0)]]
+        xi = x[src + [Int(1)]] if complex_in else Float(0.0, dt)
+        xr = xr if xr.dtype == dt else Cast(dt, xr)
+        xi = xi if xi.dtype == dt else Cast(dt, xi)
+        kn = Bin("%", mul(k, n), Int(length))  # exact phase index into the twiddle tables
+        c, s = cos_t[[kn]], mul(Float(sign, dt), sin_t[[kn]])
+        re = sub(mul(xr, c), mul(xi, s))
+        im = add(mul(xr, s), mul(xi, c))
+        part = select(Bin("==", i[-1], Int(0)), re, im)
+        total = red("sum", [rn], part)
+        total = mul(total, Float(scale, dt)) if scale != 1.0 else total
+        return total if odt == dt else Cast(odt, total)
+    out = ctx.out_shape(node)
+    if onesided and out[ax] != length // 2 + 1:
+        raise bad(node, "onesided", f"output length {out[ax]} is not {length // 2 + 1}")
+    return [Tensor(out, odt, fn)]
