@@ -20,7 +20,13 @@ export function progressPane(): Pane {
         STAGES.map((stage) => {
           let detail = "";
           if (stage === "passes" && planned > 0) detail = `${state.passes.length}/${planned}`;
-          else if (stage === "codegen" && state.kernels.size > 0) {
+          else if (stage === "lowering" && state.fusion && state.fusion.groups.length > 0) {
+            const lowered = [...state.kernels.values()].filter((k) => k.lowered).length;
+            detail = `${lowered}/${state.fusion.groups.length}`;
+          } else if (stage === "run" && state.kernels.size > 0 && st.run !== "skipped") {
+            const timed = [...state.kernels.values()].filter((k) => k.timed).length;
+            if (timed) detail = `${timed} timed`;
+          } else if (stage === "codegen" && state.kernels.size > 0) {
             const compiled = [...state.kernels.values()].filter((k) => k.compiled).length;
             detail = `${compiled}/${state.kernels.size}`;
           }

@@ -46,7 +46,8 @@ export function remarksPane(): Pane {
     let matched = 0;
     let total = 0;
     state.passes.forEach((p, index) => {
-      for (const r of p.remarks ?? []) {
+      for (const raw of p.remarks ?? []) {
+        const r = { ...raw, nodes: raw.nodes ?? [], message: raw.message ?? "" };
         total++;
         if (kind.value && r.kind !== kind.value) continue;
         if (pass.value && p.name !== pass.value) continue;
