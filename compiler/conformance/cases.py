@@ -107,6 +107,11 @@ def _light_data(model: onnx.ModelProto, path: str) -> tuple[list[Any], list[Any]
     return ins, outs
 
 
+def _normalize(x: Any) -> Any:
+    """A TensorProto in a data set becomes its array (as the ONNX runner's ``_normalize_tensor``)."""
+    return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x
+
+
 def _node_op(name: str, model: onnx.ModelProto, by_name: dict[str, str]) -> str:
     nodes = model.graph.node
     if len(nodes) == 1:
@@ -134,8 +139,9 @@ def node_cases() -> list[Case]:
     out = []
     for c in raw:
         doms = tuple(sorted({n.domain for n in c.model.graph.node}))
+        sets = [([_normalize(x) for x in i], [_normalize(x) for x in o]) for i, o in c.data_sets]
         out.append(Case(c.name, "node", _node_op(c.name, c.model, single), float(c.rtol), float(c.atol), c.model,
-                        [(list(i), list(o)) for i, o in c.data_sets], domains=doms))
+                        sets, domains=doms))
     return out
 
 

@@ -82,7 +82,14 @@ def _shift(a: Expr, b: Expr, node: Node) -> Expr:
     return select(out, fill, shifted)
 
 
-for _name, _comb in {"Xor": lambda a, b, n: Bin("!=", a, b), "BitwiseAnd": lambda a, b, n: Bin("&", a, b),
+def _pow(a: Expr, b: Expr, node: Node) -> Expr:
+    """Pow keeps the base's type; an integer base is raised in double and truncated back."""
+    if a.dtype in FLOATS:
+        return call("pow", a, b if b.dtype == a.dtype else Cast(a.dtype, b))
+    return Cast(a.dtype, call("pow", Cast("f64", a), b if b.dtype == "f64" else Cast("f64", b)))
+
+
+for _name, _comb in {"Pow": _pow, "Xor": lambda a, b, n: Bin("!=", a, b), "BitwiseAnd": lambda a, b, n: Bin("&", a, b),
                      "BitwiseOr": lambda a, b, n: Bin("|", a, b), "BitwiseXor": lambda a, b, n: Bin("^", a, b),
                      "Mod": _mod, "BitShift": _shift}.items():
     register(_name)(_binary(_comb))

@@ -140,3 +140,29 @@ def _arg(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
             return red("max", [rj], select(hit, rj[0], Int(-1)))
         return red("min", [rj], select(hit, rj[0], Int(n)))
     return [Tensor(ctx.out_shape(node), "i64", fn)]
+
+
+@register("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+def _reduce_basic(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Float inputs keep ``ops_nn``'s lowering; integer and bool inputs reduce with identities of
+    their own type (ReduceMean: the sum in double divided by the count, truncated back)."""
+    from .ops_nn import _reduce as float_reduce
+
+    x = ins[0]
+    assert x is not None
+    if x.dtype in FLOATS:
+        return float_reduce(ctx, node, ins)
+    axes = reduce_axes(ctx, node, ins, x.rank)
+    if axes is None:
+        return [x]
+    keep = bool(node.attr("keepdims", 1))
+    done = lambda r, i, s: r  # noqa: E731
+    if node.op_type == "ReduceMean":
+        count = float(np.prod([x.shape[a] for a in axes]))
+        return [_reduction(ctx, node, x, axes, keep, "sum", lambda v, i: Cast("f64", v),
+                           lambda r, i, s: Cast(x.dtype, mul(r, Float(1.0 / count, "f64"))))]
+    comb = {"ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}[node.op_type]
+    if x.dtype == "bool":  # max = any, min = all: reduce as u8
+        return [_reduction(ctx, node, x, axes, keep, comb, lambda v, i: Cast("u8", v),
+                           lambda r, i, s: Bin("!=", r, Int(0, "u8")))]
+    return [_reduction(ctx, node, x, axes, keep, comb, lambda v, i: v, done)]
