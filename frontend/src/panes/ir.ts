@@ -60,6 +60,7 @@ export function irPane(): Pane {
           stats.nodes !== undefined ? h("span", null, `${stats.nodes} nodes`) : null,
           stats.groups !== undefined ? h("span", null, `${stats.groups} groups`) : null,
           stats.constant_bytes !== undefined ? h("span", null, `constants ${fmtBytes(stats.constant_bytes)}`) : null,
+          pass.remarks?.length ? linkTo(h("a", { class: "ir-remarks" }, `${pass.remarks.length} remarks`), { page: "compilation", id, view: "remarks", pass: pass.name }) : null,
           ds ? h("span", { class: "ir-diffstat" }, h("span", { class: "added" }, `+${ds.added}`), " ", h("span", { class: "removed" }, `−${ds.removed}`), ` vs pass ${n - 1}`) : null,
           h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
         ),
