@@ -2,7 +2,8 @@
 
 An entry is ``[[skip]]`` with ``reason`` (required, a sentence a reader can judge) and any of
 ``ops`` (op types, matched against a case's op), ``domains`` (op domains any node of the model
-uses), ``cases`` (regular expressions matched in full against case ids) and ``dtypes`` (numpy
+uses), ``cases`` (regular expressions matched in full against case ids), ``uses_ops`` (op types any
+node of the model uses) and ``dtypes`` (numpy
 dtype names or ``sequence``/``optional``/``string``: a case is skipped when a graph input or output
 has one of them). A case is skipped by the first entry that matches it. A failing op is never
 skipped for failing: a skip says why the case is outside Prism's scope.
@@ -32,6 +33,7 @@ class Skip:
     domains: set[str] = field(default_factory=set)
     cases: list[re.Pattern[str]] = field(default_factory=list)
     dtypes: set[str] = field(default_factory=set)
+    uses_ops: set[str] = field(default_factory=set)
 
 
 def load_skips(path: str = SKIPS_FILE) -> list[Skip]:
@@ -40,11 +42,12 @@ def load_skips(path: str = SKIPS_FILE) -> list[Skip]:
         data = tomllib.load(f)
     out = []
     for i, e in enumerate(data.get("skip", [])):
-        unknown = set(e) - {"reason", "ops", "domains", "cases", "dtypes"}
+        unknown = set(e) - {"reason", "ops", "domains", "cases", "dtypes", "uses_ops"}
         if unknown or not str(e.get("reason", "")).strip():
             raise ValueError(f"{path}: skip entry {i} needs a reason and only known keys (got {sorted(e)})")
         out.append(Skip(e["reason"].strip(), set(e.get("ops", [])), set(e.get("domains", [])),
-                        [re.compile(p) for p in e.get("cases", [])], set(e.get("dtypes", []))))
+                        [re.compile(p) for p in e.get("cases", [])], set(e.get("dtypes", [])),
+                        set(e.get("uses_ops", []))))
     return out
 
 
@@ -76,6 +79,11 @@ def skip_reason(case: Case, skips: list[Skip]) -> str | None:
     for s in skips:
         if case.op in s.ops or s.domains & set(case.domains) or any(p.fullmatch(case.id) for p in s.cases):
             return s.reason
+        if s.uses_ops:
+            case.load()
+            assert case.model is not None
+            if s.uses_ops & {n.op_type for n in case.model.graph.node}:
+                return s.reason
         if s.dtypes:
             if types is None:
                 case.load()

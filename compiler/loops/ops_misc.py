@@ -1,5 +1,5 @@
 """Lowering of further elementwise ops (bitwise, Mod, Round, IsInf/IsNaN, Sign, inverse and
-hyperbolic trigonometry, Softsign, Shrink, ThresholdedRelu), Clip with runtime bounds, Gelu with
+hyperbolic trigonometry, Softsign, Shrink, Selu, Celu, ThresholdedRelu), Clip with runtime bounds, Gelu with
 ``approximate='tanh'``, Hardmax, TopK, CumProd, LpNormalization, QuantizeLinear and
 DequantizeLinear.
 
@@ -171,6 +171,11 @@ _UNARY = {
     "Atanh": lambda x, n: mul(_f(0.5, x.dtype), call("log", Bin("/", add(_f(1, x.dtype), x), sub(_f(1, x.dtype), x)))),
     "Softsign": lambda x, n: Bin("/", x, add(_f(1, x.dtype), call("abs", x))),
     "Shrink": _shrink,
+    "Selu": lambda x, n: mul(_f(n.attr("gamma", 1.0507009873554805), x.dtype), select(
+        Bin("<=", x, _f(0, x.dtype)), mul(_f(n.attr("alpha", 1.6732632423543772), x.dtype),
+                                          sub(call("exp", x), _f(1, x.dtype))), x)),
+    "Celu": lambda x, n: add(emax(_f(0, x.dtype), x), emin(_f(0, x.dtype), mul(_f(n.attr("alpha", 1.0), x.dtype), sub(
+        call("exp", Bin("/", x, _f(n.attr("alpha", 1.0), x.dtype))), _f(1, x.dtype))))),
     "ThresholdedRelu": lambda x, n: select(Bin(">", x, _f(n.attr("alpha", 1.0), x.dtype)), x, _f(0, x.dtype)),
 }
 for _name, _fn in _UNARY.items():

@@ -86,6 +86,21 @@ def has_lowering(node: Any) -> bool:
     return node.domain not in ("", "ai.onnx") or node.op_type in LOWERINGS or node.op_type in NO_EXPAND
 
 
+def upgrade_opset(proto: Any, minimum: int = 7) -> Any:
+    """A model of a default-domain opset below ``minimum`` converted with ONNX's version converter
+    (``onnx.version_converter``: e.g. opset 6's ``broadcast``/``axis`` attributes become numpy-style
+    broadcasting); other models as they are. Raises CompileError(stage="import") when it fails."""
+    import onnx
+
+    version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), minimum)
+    if version >= minimum:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, minimum)
+    except Exception as e:
+        raise CompileError("import", f"opset {version} could not be converted to {minimum}: {e}") from None
+
+
 def with_input_shapes(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Any:
     """A copy of ``proto`` whose graph inputs named in ``input_shapes`` declare those static shapes."""
     if not input_shapes:
@@ -124,6 +139,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     stage = "import"
     try:
         proto, _ = read_model(model)
+        proto = upgrade_opset(proto)
         proto = with_input_shapes(proto, input_shapes)
         for _ in range(3):  # bodies and function bodies may hold further control flow or RNNs
             before = proto.SerializeToString()
