@@ -21,8 +21,17 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import FusedGroup, Node, Value
-from . import ops_nn  # noqa: F401  (registers the reducing ops)
-from . import ops_grid, ops_linalg, ops_misc, ops_norm, ops_pad, ops_reduce, ops_resize, ops_shape  # noqa: F401  (issue 6: conformance lowerings)
+from . import (  # noqa: F401  (issue 6: conformance lowerings)
+    ops_grid,
+    ops_linalg,
+    ops_misc,
+    ops_nn,  # noqa: F401  (registers the reducing ops)
+    ops_norm,
+    ops_pad,
+    ops_reduce,
+    ops_resize,
+    ops_shape,
+)
 from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
 from .ops_elementwise import LOWERINGS, LowerCtx
