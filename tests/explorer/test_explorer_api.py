@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
 import pytest
+from explorer_async import run_async
 
 from explorer.asgi import application
 
@@ -29,7 +29,7 @@ def test_asgi_rejects_an_oversized_body_before_reading_it(settings):
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             return await c.post("/api/models", content=b"\0" * 200_000)
 
-    r = asyncio.run(post())
+    r = run_async(post())
     assert r.status_code == 413 and "too large (200000 bytes)" in r.json()["error"]
 
 

@@ -5,7 +5,6 @@ which stores events and sends (or withholds) the live hints to provoke gaps and 
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -13,6 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from explorer_async import run_async
 
 from explorer.compilations import consumers, messages
 from explorer.compilations.models import CompilationEvent
@@ -69,7 +69,7 @@ def test_replay_then_live_with_gaps_duplicates_hints_and_a_lost_last_event(make_
         assert closed == {"type": "websocket.close", "code": 1000}
         await ws.disconnect()
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -92,7 +92,7 @@ def test_connect_edge_cases(make_compilation):
         assert await recv_seqs(ws, 2) == [0, 1]
         assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -112,7 +112,7 @@ def test_an_idle_socket_survives_the_redis_read_timeout(make_compilation):
         assert await recv_seqs(ws, 1) == [0]
         await ws.disconnect()
 
-    asyncio.run(scenario())
+    run_async(scenario())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -129,4 +129,4 @@ def test_browsers_must_come_from_an_allowed_origin(make_compilation):
         assert (await good.connect())[0] is True
         await good.disconnect()
 
-    asyncio.run(scenario())
+    run_async(scenario())
