@@ -185,6 +185,14 @@ class _Sender:
                 cls._instance = _Sender()
             return cls._instance
 
+    @classmethod
+    def _forget_after_fork(cls) -> None:
+        cls._instance = None  # its loop thread does not exist in the child
+        cls._lock = threading.Lock()  # it may have been held by another thread at fork time
+
     def group_send(self, group: str, message: dict, timeout: float = 10.0) -> None:
         future = asyncio.run_coroutine_threadsafe(get_channel_layer().group_send(group, message), self.loop)
         future.result(timeout=timeout)
+
+
+os.register_at_fork(after_in_child=_Sender._forget_after_fork)
