@@ -27,6 +27,14 @@ export interface Drawing {
   zoomBy(f: number): void;
 }
 
+/** Cuts the middle of `text` to what fits in `width` px at the cluster label's ~6.6 px a character. */
+function fitText(text: string, width: number): string {
+  const n = Math.max(4, Math.floor(width / 6.6));
+  if (text.length <= n) return text;
+  const tail = Math.ceil((n - 1) / 2);
+  return `${text.slice(0, n - 1 - tail)}…${text.slice(text.length - tail)}`; // the end tells kernels apart
+}
+
 export function draw(input: DrawInput): Drawing {
   const { laid, built, nodes, groups } = input;
   const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "Fusion graph" });
@@ -70,7 +78,8 @@ export function draw(input: DrawInput): Drawing {
         const i = info?.index ?? 0;
         const rect = svg("g", { class: "cluster", "data-id": c.id },
           svg("rect", { x: c.x ?? 0, y: c.y ?? 0, width: c.width ?? 0, height: c.height ?? 0, rx: 6, fill: groupColour(i), stroke: groupStroke(i) }),
-          svg("text", { x: (c.x ?? 0) + 6, y: (c.y ?? 0) + 14, class: "cluster-label" }, info ? `${info.group.kernel} (${info.group.kind})` : c.id),
+          svg("text", { x: (c.x ?? 0) + 6, y: (c.y ?? 0) + 14, class: "cluster-label" }, fitText(info ? info.group.kernel : c.id, (c.width ?? 0) - 10)),
+          svg("title", {}, info ? `${info.group.kernel} (${info.group.kind}, ${info.group.nodes.length} ops)` : c.id),
         );
         rect.addEventListener("click", (e) => {
           e.stopPropagation();
