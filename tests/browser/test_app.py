@@ -261,3 +261,16 @@ def test_compare_two_pipelines(stack, page):
     assert "O2" in overview and "O1" in overview and "squeezenet_old" in overview
     assert page.locator(".compare-table").nth(1).locator("tbody tr").count() == O2_PASSES
     shot(page, "09-compare")
+
+
+def test_upload_error_in_words(stack, page, tmp_path):
+    bad = tmp_path / "not-a-model.onnx"
+    bad.write_text("this is not ONNX")
+    page.goto(stack.url + "/")
+    page.set_input_files("input.file-input", str(bad))
+    error = page.locator(".upload-message.error")
+    error.wait_for()
+    text = error.inner_text()
+    assert text and "HTTP" not in text, text  # the server's own words, not a status code
+    assert page.locator(".configure:not([hidden])").count() == 0
+    shot(page, "10-upload-error")
