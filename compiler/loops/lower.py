@@ -28,6 +28,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_nn,  # noqa: F401  (registers the reducing ops)
     ops_norm,
     ops_pad,
+    ops_pool,
     ops_reduce,
     ops_resize,
     ops_shape,

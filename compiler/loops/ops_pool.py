@@ -1,0 +1,91 @@
+"""Lowering of MaxPool with its ``Indices`` output or of an integer type, and of MaxUnpool.
+
+Semantics: the ONNX specs. MaxPool's values keep ``ops_nn``'s lowering; ``Indices`` (int64) is the
+flat position of the first maximum of each window in the input tensor, row-major
+(``((n * C + c) * H + h) * W + w``), or with ``storage_order=1`` column-major over the spatial dims
+(``(n * C + c) * H * W + w * H + h``); padded taps never win. MaxUnpool scatters each input value
+to the flat output position its index names (the output is zero elsewhere); the output shape is
+the ``output_shape`` input when given, else ``(in - 1) * stride - pads + kernel`` per spatial dim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Node
+from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, mul, select
+from .ops_elementwise import LowerCtx, register
+from .ops_nn import COMPLEX_OPS, _geom, _pool, _window
+from .ops_reduce import red
+from .tensor import Tensor, unravel
+
+COMPLEX_OPS.update({"MaxUnpool"})
+
+
+@register("MaxPool")
+def _max_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x = ins[0]
+    assert x is not None
+    if len(node.outputs) < 2 and x.dtype in ("f32", "f64"):
+        return _pool(ctx, node, ins)
+    ks = list(node.attr("kernel_shape"))
+    out = ctx.out_shape(node)
+    st, dil, pb, in_sp, out_sp = _geom(node, x, out, ks)
+    col_major = int(node.attr("storage_order", 0)) == 1
+    dt = x.dtype
+    lo = Float(float("-inf"), dt) if dt in ("f32", "f64") else Int(int(np.iinfo(np.dtype({"i8": "int8", "u8": "uint8",
+        "i32": "int32", "i64": "int64"}.get(dt, "int64"))).min), dt)
+
+    def windowed(i: list[Expr], rk: list) -> tuple[list[Expr], Expr | None]:  # type: ignore[type-arg]
+        return _window(i[2:], [v for v, _ in rk], st, dil, pb, in_sp, out_sp, ks)
+
+    def values(i: list[Expr]) -> Expr:
+        rk = [ctx.lowering.axis("rk", k) for k in ks]
+        pos, cond = windowed(i, rk)
+        v = x[i[:2] + pos]
+        return red("max", rk, v if cond is None else select(cond, v, lo))
+
+    def indices(i: list[Expr]) -> Expr:
+        mx = values(i)
+        rk = [ctx.lowering.axis("ri", k) for k in ks]
+        pos, cond = windowed(i, rk)
+        v = x[i[:2] + pos]
+        base = add(mul(i[0], x.shape[1]), i[1])
+        if col_major:
+            flat: Expr = Int(0)
+            for d in reversed(range(len(in_sp))):
+                flat = add(mul(flat, in_sp[d]), pos[d])
+            flat = add(mul(base, int(np.prod(in_sp))), flat)
+        else:
+            flat = base
+            for d in range(len(in_sp)):
+                flat = add(mul(flat, in_sp[d]), pos[d])
+        hit = Bin("==", v, mx) if cond is None else Bin("and", cond, Bin("==", v, mx))
+        big = Int(int(np.prod(x.shape)))
+        return Reduce("min", tuple(rk), select(hit, flat, big), big)
+    if len(node.outputs) < 2:  # integer MaxPool: the identity of max is the type's minimum
+        return [Tensor(out, dt, values)]
+    return [Tensor(out, dt, values), Tensor(ctx.out_shape(node, 1), "i64", indices)]
+
+
+@register("MaxUnpool")
+def _max_unpool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, ind = ins[0], ins[1]
+    assert x is not None and ind is not None
+    out = ctx.out_shape(node)
+    n_in = int(np.prod(x.shape))
+    dt = x.dtype
+
+    def fn(i: list[Expr]) -> Expr:
+        flat: Expr = Int(0)
+        for d, n in zip(i, out, strict=True):
+            flat = add(mul(flat, n), d)
+        rj = ctx.lowering.axis("ru", n_in)
+        src = unravel(rj[0], x.shape)
+        j = ind[src]
+        j = j if j.dtype == "i64" else Cast("i64", j)
+        last = Reduce("max", (rj,), select(Bin("==", j, flat), rj[0], Int(-1)), Int(-1))
+        v = x[unravel(select(Bin(">=", last, Int(0)), last, Int(0)), x.shape)]
+        zero = Float(0.0, dt) if dt in ("f32", "f64") else Int(0, dt)
+        return select(Bin(">=", last, Int(0)), v, zero)
+    return [Tensor(out, dt, fn)]
