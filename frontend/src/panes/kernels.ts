@@ -106,8 +106,12 @@ export function kernelsPane(): Pane {
       linkTo(h("a", { class: `tab${t === view.tab ? " active" : ""}`, role: "tab", "aria-selected": t === view.tab ? "true" : "false", dataset: { tab: t } }, TAB_LABEL[t], tabText(k, t) === undefined ? " (–)" : ""), { page: "compilation", id, view: "kernel", kernel: view.kernel, tab: t }),
     ));
     const group = k?.group ?? state.fusion?.groups.find((g) => g.kernel === view.kernel)?.id;
+    const firstNode = state.fusion?.groups.find((g) => g.id === group)?.nodes[0];
+    const firstName = firstNode ? (state.fusion?.nodes.find((n) => n.id === firstNode)?.name ?? firstNode) : null;
     const facts = h("p", { class: "muted" },
       group ? `group ${group}` : "",
+      firstName ? " · " : "",
+      firstName ? linkTo(h("a", { class: "kernel-in-graph" }, "show in the fusion graph"), { page: "compilation", id, view: "graph", node: firstName }) : null,
       k?.compiled ? ` · compiled in ${fmtMs(k.compiled.compile_ms)}` : "",
       k?.timed ? ` · ${fmtUs(k.timed.median_us)} · ${fmtNum(k.timed.gflops)} GFLOP/s · ${fmtNum(k.timed.gbps)} GB/s` : "",
     );

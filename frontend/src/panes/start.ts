@@ -32,15 +32,29 @@ export function startPage(): HTMLElement {
   api.recent().then((list) => {
     if (!list.length) return;
     recent.hidden = false;
+    const picked: string[] = [];
+    const compareBtn = h("button", { class: "btn compare-selected", disabled: true }, "Compare the two selected");
+    compareBtn.addEventListener("click", () => picked.length === 2 && navigate({ page: "compare", ids: [picked[0], picked[1]] }));
+    const pick = (id: string, box: HTMLInputElement) => {
+      const at = picked.indexOf(id);
+      if (box.checked && at < 0) picked.push(id);
+      if (!box.checked && at >= 0) picked.splice(at, 1);
+      compareBtn.disabled = picked.length !== 2;
+    };
     replace(recent, h("h2", null, "Recent compilations"), h("table", { class: "grid" },
-      h("thead", null, h("tr", null, h("th", null, "model"), h("th", null, "target"), h("th", null, "pipeline"), h("th", null, "status"), h("th", null, "created"))),
+      h("thead", null, h("tr", null, h("th", null, ""), h("th", null, "model"), h("th", null, "target"), h("th", null, "pipeline"), h("th", null, "status"), h("th", null, "created"))),
       h("tbody", null, ...list.slice(0, 12).map((c) => h("tr", null,
+        h("td", null, (() => {
+          const box = h("input", { type: "checkbox", "aria-label": `select ${c.id} to compare` });
+          box.addEventListener("change", () => pick(c.id, box));
+          return box;
+        })()),
         h("td", null, linkTo(h("a", null, c.model?.name ?? c.id), { page: "compilation", id: c.id, view: "summary" })),
         h("td", null, c.target),
         h("td", null, h("code", null, String(c.requested_pipeline ?? c.pipeline))),
         h("td", null, h("span", { class: `status-badge ${c.status}` }, c.status)),
         h("td", { class: "muted" }, typeof c.created_at === "string" ? new Date(c.created_at).toLocaleString() : ""),
-      )))));
+      )))), compareBtn);
   }, () => undefined);
 
   let targets: Target[] = [];
@@ -82,6 +96,12 @@ export function startPage(): HTMLElement {
       },
     );
   };
+  drop.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      fileInput.click();
+    }
+  });
   fileInput.addEventListener("change", () => {
     const f = fileInput.files?.[0];
     if (f) upload(f);
