@@ -1,5 +1,5 @@
 """Lowering of indexing and layout ops: GatherElements, GatherND, ScatterND, ScatterElements,
-Trilu, CumSum, DepthToSpace, SpaceToDepth, OneHot, Range, EyeLike.
+Trilu, CumSum, DepthToSpace, SpaceToDepth, OneHot, Range, EyeLike, ReverseSequence.
 
 Semantics: the ONNX operator specs. Indices may be negative (counted from the end of the axis);
 every load clamps its index into the buffer, so an out-of-range index reads a valid element
@@ -232,3 +232,19 @@ def _eye_like(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
     dt = ctx.out_dtype(node)
     one = Float(1.0, dt) if dt in ("f32", "f64") else Int(1, dt)
     return [Tensor(ctx.out_shape(node), dt, lambda i: select(Bin("==", sub(i[1], i[0]), Int(k)), one, _zero(dt)))]
+
+
+@register("ReverseSequence")
+def _reverse_sequence(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """``out[.., b, .., t, ..] = x[.., b, .., len[b] - 1 - t, ..]`` for ``t < len[b]``, else ``x`` itself."""
+    x, lens = ins[0], ins[1]
+    assert x is not None and lens is not None
+    ba, ta = int(node.attr("batch_axis", 1)), int(node.attr("time_axis", 0))
+
+    def fn(i: list[Expr]) -> Expr:
+        n = lens[[i[ba]]]
+        n = Cast("i64", n) if n.dtype != "i64" else n
+        t = i[ta]
+        src = select(Bin("<", t, n), sub(sub(n, Int(1)), t), t)
+        return x[[clamp(src, 0, x.shape[ta] - 1) if k == ta else i[k] for k in range(x.rank)]]
+    return [Tensor(x.shape, x.dtype, fn)]
