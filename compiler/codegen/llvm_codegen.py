@@ -89,6 +89,26 @@ def _unclamp(e: Expr) -> Expr:
     return e
 
 
+def _conjuncts(c: Expr) -> set[Expr]:
+    if isinstance(c, Bin) and c.op == "and":
+        return _conjuncts(c.a) | _conjuncts(c.b)
+    return {c}
+
+
+def _guarded(index: Expr, conds: set[Expr]) -> bool:
+    """True when every clamp on ``index`` is implied by the conjuncts: ``max(u, lo)`` needs
+    ``u >= lo`` and ``min(u, hi)`` needs ``u < hi + 1`` (so the clamp is a no-op where the
+    condition holds and the unclamped address is in bounds)."""
+    e = index
+    while isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Int):
+        u = _unclamp(e.a)
+        need = Bin(">=", u, Int(e.b.value)) if e.op == "max" else Bin("<", u, Int(e.b.value + 1))
+        if need not in conds:
+            return False
+        e = e.a
+    return True
+
+
 class _V:
     """An SSA value with its lane count (1: scalar)."""
 
@@ -323,13 +343,18 @@ class KernelCodegen:
     def _masked_load(self, e: Select) -> _V | None:
         """``select(cond, buf[clamp(i)], pad)`` with ``i`` contiguous in the vector lane: one
         ``llvm.masked.load`` at the unclamped address with ``cond`` as mask and ``pad`` as pass-through
-        (the clamp only exists to keep scalar reads in bounds; masked lanes are not read)."""
+        (the clamp only exists to keep scalar reads in bounds; masked lanes are not read). Applied only
+        when the condition implies every clamp is a no-op (padding windows), so that no lane whose
+        value is used, or is read at all, lies outside the buffer (a Concat's select does not qualify)."""
         if self.vec is None or not isinstance(e.t, Load) or e.t.buf.name in self.vlocal:
             return None
         buf = e.t.buf
         if buf.scope == "local" or buf.dtype != "f32":
             return None
         v, lanes = self.vec
+        conds = _conjuncts(e.cond)
+        if not all(_guarded(i, conds) for i in e.t.indices):
+            return None
         flat = flat_index(buf, tuple(_unclamp(i) for i in e.t.indices))
         if _linear(flat, v) != 1:
             return None

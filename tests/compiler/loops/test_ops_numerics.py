@@ -46,6 +46,7 @@ CASES = [
     ("Reshape", {"x": f(2, 3, 4, 5)}, {}, {"s": np.array([6, 20], np.int64)}, 17),
     ("Flatten", {"x": f(2, 3, 4, 5)}, {"axis": 2}, {}, 17),
     ("Concat", {"a": f(1, 3, 4, 8), "b": f(1, 5, 4, 8), "c": f(1, 1, 4, 8)}, {"axis": 1}, {}, 17),
+    ("Concat", {"a": f(2, 3, 8), "b": f(2, 3, 24)}, {"axis": -1}, {}, 17),  # lanes straddle the inputs
     ("Slice", {"x": f(4, 10, 16)}, {}, {"st": np.array([1, 2], np.int64), "en": np.array([9, 16], np.int64),
                                         "ax": np.array([1, 2], np.int64), "sp": np.array([2, 1], np.int64)}, 17),
     ("Pad", {"x": f(1, 2, 5, 16)}, {"mode": "constant"}, {"p": np.array([0, 0, 1, 2, 0, 1, 3, 0], np.int64),
