@@ -186,6 +186,8 @@ export interface CompileFailed extends EventBase {
   kernel?: string;
   /** The ONNX op of `node`, where known. */
   op?: string;
+  /** Set by the service when it ended the log itself: "worker_lost", "time_limit", "internal". */
+  reason?: string;
 }
 
 export type CompileEvent =

@@ -88,6 +88,11 @@ describe("reduce", () => {
     expect(st.codegen).toBe("skipped");
   });
 
+  it("marks stages that did not run after a finish as skipped", () => {
+    const o1 = reduceAll([EVENTS[0], EVENTS[1], EVENTS[2], { seq: 3, ts: 0, type: "compile.finished", duration_ms: 10, stage_ms: { import: 5, passes: 5, lowering: 0, codegen: 0, run: 0, verify: 0 } }]);
+    expect(stageStatus(o1)).toEqual({ import: "done", passes: "done", lowering: "skipped", codegen: "skipped", run: "skipped", verify: "skipped" });
+  });
+
   it("shows the running stage while live", () => {
     const s = reduceAll(EVENTS.slice(0, 4));
     const st = stageStatus(s);

@@ -4,6 +4,12 @@ import { linkTo } from "../router";
 import type { CompileFailed } from "../events";
 import type { Pane, PaneContext } from "./types";
 
+const REASONS: Record<string, string> = {
+  worker_lost: "the worker running it was lost",
+  time_limit: "it ran past the time limit",
+  internal: "the service failed",
+};
+
 export function failurePane(): Pane {
   const el = h("section", { class: "failure", role: "alert", hidden: true });
   let last: CompileFailed | undefined;
@@ -23,6 +29,7 @@ export function failurePane(): Pane {
         h(
           "dl",
           null,
+          f.reason ? [h("dt", null, "reason"), h("dd", null, REASONS[f.reason] ?? f.reason)] : null,
           f.pass ? [h("dt", null, "pass"), h("dd", null, f.pass)] : null,
           f.op ? [h("dt", null, "op"), h("dd", null, f.op)] : null,
           f.node ? [h("dt", null, "node"), h("dd", null, linkTo(h("a", null, f.node), { page: "compilation", id, view: "graph", node: f.node }))] : null,
