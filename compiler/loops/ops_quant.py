@@ -1,0 +1,137 @@
+"""Lowering of the integer and quantized linear algebra ops: MatMulInteger, ConvInteger,
+QLinearMatMul and QLinearConv.
+
+Semantics: the ONNX specs. The integer ops accumulate ``(a - a_zero_point) * (b - b_zero_point)``
+in int32 (zero points per tensor, or per row of A / per column of B, per output channel of W).
+The QLinear ops take that int32 accumulator and requantize it: ``y = saturate(round_half_even(acc
+* a_scale * b_scale / y_scale) + y_zero_point)`` to the output's 8-bit type (QLinearConv adds its
+int32 bias to the accumulator first). The products are exact in int32 for 8-bit inputs; the scale
+is applied in double.
+"""
+
+from __future__ import annotations
+
+from ..ir import Node
+from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
+from .ops_elementwise import LowerCtx, register
+from .ops_nn import COMPLEX_OPS, _geom, _window
+from .ops_reduce import red
+from .tensor import Tensor
+
+COMPLEX_OPS.update({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
+_RANGE = {"u8": (0, 255), "i8": (-128, 127)}
+
+
+def _i32(e: Expr) -> Expr:
+    return e if e.dtype == "i32" else Cast("i32", e)
+
+
+def _zp(t: Tensor | None, idx: Expr) -> Expr:
+    """A zero point: per tensor (scalar or 1 element) or indexed by ``idx``."""
+    if t is None:
+        return Int(0, "i32")
+    if t.rank == 0 or t.shape == (1,):
+        return _i32(t[[Int(0)] * t.rank])
+    return _i32(t[[idx]])
+
+
+def _matmul_acc(ctx: LowerCtx, out: tuple[int, ...], a: Tensor, b: Tensor, azp: Tensor | None,
+                bzp: Tensor | None):  # type: ignore[no-untyped-def]
+    a2 = a if a.rank > 1 else Tensor((1,) + a.shape, a.dtype, lambda i: a[i[1:]])
+    b2 = b if b.rank > 1 else Tensor(b.shape + (1,), b.dtype, lambda i: b[i[:-1]])
+    k_n = a2.shape[-1]
+    nb = len(out) - 2 if a.rank > 1 and b.rank > 1 else max(a2.rank, b2.rank) - 2
+
+    def acc(i: list[Expr]) -> Expr:
+        full = i if a.rank > 1 and b.rank > 1 else (i + [Int(0)] if b.rank == 1 else i[:-1] + [Int(0), i[-1]])
+        bi, r, c = full[:nb], full[nb], full[nb + 1]
+        rk = ctx.lowering.axis("rq", k_n)
+        ai = [Int(0) if d == 1 else bi[nb - (a2.rank - 2) + q] for q, d in enumerate(a2.shape[:-2])]
+        bj = [Int(0) if d == 1 else bi[nb - (b2.rank - 2) + q] for q, d in enumerate(b2.shape[:-2])]
+        av = sub(_i32(a2[ai + [r, rk[0]]]), _zp(azp, r))
+        bv = sub(_i32(b2[bj + [rk[0], c]]), _zp(bzp, c))
+        return red("sum", [rk], mul(av, bv))
+    return acc
+
+
+def _requant(acc: Expr, scale: Expr, y_scale: Expr, y_zp: Tensor | None, dt: str) -> Expr:
+    lo, hi = _RANGE.get(dt, (-128, 127))
+    v = call("round", Bin("/", mul(Cast("f64", acc), scale), y_scale))
+    if y_zp is not None:
+        v = add(v, Cast("f64", y_zp[[Int(0)] * y_zp.rank]))
+    return Cast(dt, emin(emax(v, Float(lo, "f64")), Float(hi, "f64")))
+
+
+def _scalar(t: Tensor, idx: Expr | None = None) -> Expr:
+    if t.rank == 0 or t.shape == (1,) or idx is None:
+        return t[[Int(0)] * t.rank]
+    return t[[idx]]
+
+
+@register("MatMulInteger")
+def _matmul_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    a, b = ins[0], ins[1]
+    assert a is not None and b is not None
+    out = ctx.out_shape(node)
+    acc = _matmul_acc(ctx, out, a, b, ins[2] if len(ins) > 2 else None, ins[3] if len(ins) > 3 else None)
+    return [Tensor(out, "i32", acc)]
+
+
+@register("QLinearMatMul")
+def _qlinear_matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ins + [None] * 8)[:8]
+    assert a is not None and b is not None and a_s is not None and b_s is not None and y_s is not None
+    out = ctx.out_shape(node)
+    acc = _matmul_acc(ctx, out, a, b, a_zp, b_zp)
+    dt = ctx.out_dtype(node)
+
+    def fn(i: list[Expr]) -> Expr:
+        scale = mul(Cast("f64", _scalar(a_s)), Cast("f64", _scalar(b_s, i[-1])))
+        return _requant(acc(i), scale, Cast("f64", _scalar(y_s)), y_zp, dt)
+    return [Tensor(out, dt, fn)]
+
+
+def _conv_acc(ctx: LowerCtx, node: Node, x: Tensor, w: Tensor, xzp: Tensor | None, wzp: Tensor | None):  # type: ignore[no-untyped-def]
+    out = ctx.out_shape(node)
+    ks = list(w.shape[2:])
+    group = int(node.attr("group", 1))
+    cg = w.shape[1]
+    per_group = w.shape[0] // group
+    st, dil, pb, in_sp, out_sp = _geom(node, x, out, ks)
+
+    def acc(i: list[Expr]) -> Expr:
+        rc = ctx.lowering.axis("rc", cg)
+        rk = [ctx.lowering.axis("rk", k) for k in ks]
+        n, co = i[0], i[1]
+        ci = rc[0] if group == 1 else add(mul(floordiv(co, per_group), cg), rc[0])
+        pos, cond = _window(i[2:], [v for v, _ in rk], st, dil, pb, in_sp, out_sp, ks)
+        xv = sub(_i32(x[[n, ci] + pos]), _zp(xzp, Int(0)))
+        if cond is not None:
+            xv = select(cond, xv, Int(0, "i32"))
+        wv = sub(_i32(w[[co, rc[0]] + [v for v, _ in rk]]), _zp(wzp, co))
+        return red("sum", [rc] + rk, mul(xv, wv))
+    return out, acc
+
+
+@register("ConvInteger")
+def _conv_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, w = ins[0], ins[1]
+    assert x is not None and w is not None
+    out, acc = _conv_acc(ctx, node, x, w, ins[2] if len(ins) > 2 else None, ins[3] if len(ins) > 3 else None)
+    return [Tensor(out, "i32", acc)]
+
+
+@register("QLinearConv")
+def _qlinear_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, bias = (ins + [None] * 9)[:9]
+    assert x is not None and w is not None and x_s is not None and w_s is not None and y_s is not None
+    out, acc = _conv_acc(ctx, node, x, w, x_zp, w_zp)
+    dt = ctx.out_dtype(node)
+
+    def fn(i: list[Expr]) -> Expr:
+        total = acc(i)
+        if bias is not None:
+            total = add(total, _i32(bias[[i[1]]]))
+        scale = mul(Cast("f64", _scalar(x_s)), Cast("f64", _scalar(w_s, i[1])))
+        return _requant(total, scale, Cast("f64", _scalar(y_s)), y_zp, dt)
+    return [Tensor(out, dt, fn)]
