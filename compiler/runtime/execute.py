@@ -96,9 +96,34 @@ def upgrade_opset(proto: Any, minimum: int = 7) -> Any:
     if version >= minimum:
         return proto
     try:
-        return onnx.version_converter.convert_version(proto, minimum)
+        out = onnx.version_converter.convert_version(proto, minimum)
     except Exception as e:
         raise CompileError("import", f"opset {version} could not be converted to {minimum}: {e}") from None
+    return _legacy_prelu(out)
+
+
+def _legacy_prelu(proto: Any) -> Any:
+    """PRelu before opset 7 applied a 1-D slope of C elements along axis 1 (as Caffe and PyTorch
+    export it); from opset 7 the slope broadcasts numpy-style. The converter keeps the slope as it
+    is, so a constant slope of C > 1 elements is reshaped to ``[C, 1, ..., 1]`` here."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        shapes = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in
+                  list(onnx.shape_inference.infer_shapes(proto).graph.value_info) + list(proto.graph.input)}
+    except Exception:
+        return proto
+    inits = {t.name: t for t in proto.graph.initializer}
+    for n in proto.graph.node:
+        if n.op_type != "PRelu" or len(n.input) < 2 or n.input[1] not in inits:
+            continue
+        slope = numpy_helper.to_array(inits[n.input[1]])
+        rank = shapes.get(n.input[0], 0)
+        if slope.ndim == 1 and slope.size > 1 and rank > 2:
+            t = numpy_helper.from_array(slope.reshape((slope.size,) + (1,) * (rank - 2)), n.input[1])
+            inits[n.input[1]].CopyFrom(t)
+    return proto
 
 
 def with_input_shapes(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Any:
