@@ -69,8 +69,19 @@ export interface CodeViewer {
   destroy(): void;
 }
 
-export function codeViewer(parent: HTMLElement, text: string, lang: Lang): CodeViewer {
-  const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: baseExtensions(lang) }) });
+/** `onLineDoubleClick` gets the text of a double-clicked line. */
+export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLineDoubleClick?: (line: string) => void): CodeViewer {
+  const extra = onLineDoubleClick
+    ? EditorView.domEventHandlers({
+        dblclick(e, v) {
+          const pos = v.posAtCoords({ x: e.clientX, y: e.clientY });
+          if (pos === null) return false;
+          onLineDoubleClick(v.state.doc.lineAt(pos).text);
+          return false;
+        },
+      })
+    : [];
+  const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: [baseExtensions(lang), extra] }) });
   return {
     dom: view.dom,
     setText(t) {

@@ -96,6 +96,13 @@ def test_upload_compile_and_explore(stack, context, page):
     assert re.search(r"\+\d+ −\d+", page.inner_text(".ir-diffstat"))
     shot(page, "03-pass-diff")
 
+    # Double-clicking a node's IR line opens that node in the fusion graph.
+    page.uncheck(".ir-diff-toggle")
+    page.locator(".ir-pane .cm-line", has_text=re.compile(r"= Conv\(.*// ")).first.dblclick()
+    page.wait_for_url(re.compile(rf"/c/{cid}/graph\?node=.+"))
+    page.wait_for_selector(".graph-side h3")
+    assert page.inner_text(".graph-side p strong") == "Conv"
+
     # The fusion graph: click a node, see its attributes, IR line and kernel.
     page.click(".main-tabs .tab[data-tab=graph]")
     node = page.locator(".graph-svg .gnode.op").first

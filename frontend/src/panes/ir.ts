@@ -2,7 +2,7 @@
 import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
 import { emptyState, h, replace } from "../dom";
 import { fmtBytes, fmtMs } from "../format";
-import { diffStats } from "../irdiff";
+import { diffStats, trailingComment } from "../irdiff";
 import { graphIr } from "../lang/graphir";
 import { linkTo, navigate } from "../router";
 import type { PassFinished } from "../events";
@@ -62,6 +62,7 @@ export function irPane(): Pane {
           stats.constant_bytes !== undefined ? h("span", null, `constants ${fmtBytes(stats.constant_bytes)}`) : null,
           pass.remarks?.length ? linkTo(h("a", { class: "ir-remarks" }, `${pass.remarks.length} remarks`), { page: "compilation", id, view: "remarks", pass: pass.name }) : null,
           ds ? h("span", { class: "ir-diffstat" }, h("span", { class: "added" }, `+${ds.added}`), " ", h("span", { class: "removed" }, `−${ds.removed}`), ` vs pass ${n - 1}`) : null,
+          state.fusion && !diff ? h("span", { class: "muted" }, "double-click a node line to see it in the graph") : null,
           h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
         ),
       );
@@ -75,7 +76,14 @@ export function irPane(): Pane {
       } else {
         const host = h("div", { class: "cm-host" });
         body.appendChild(host);
-        const viewer = codeViewer(host, pass.ir, graphIr);
+        // Double-click a node's line to see that node in the fusion graph.
+        const toGraph = state.fusion
+          ? (line: string) => {
+              const name = trailingComment(line);
+              if (name) navigate({ page: "compilation", id, view: "graph", node: name });
+            }
+          : undefined;
+        const viewer = codeViewer(host, pass.ir, graphIr, toGraph);
         editor = viewer;
         const mark = view.line;
         if (mark !== undefined) requestAnimationFrame(() => editor === viewer && viewer.markLine(mark));
