@@ -366,3 +366,22 @@ def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
         s = _param_at(ctx, node, scale, x, i)
         return mul(Cast(dt, v), s if s.dtype == dt else Cast(dt, s))
     return [Tensor(x.shape, dt, fn)]
+
+
+@register("BitCast")
+def _bitcast(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """BitCast between types of the same width: the input buffer is read as the output type (a
+    load of the same memory with another element type, as ``reinterpret_cast``)."""
+    from .ir import Buffer, Load, Var
+
+    x = ins[0]
+    assert x is not None
+    dt = ctx.out_dtype(node)
+    probe = [Var(f"_bc{k}") for k in range(x.rank)]
+    e = x[probe]
+    width = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8,
+             "u32": 4}
+    if not (isinstance(e, Load) and list(e.indices) == probe) or width.get(x.dtype) != width.get(dt):
+        raise bad(node, "to", f"BitCast {x.dtype} -> {dt} needs a same-width input read straight from memory")
+    buf = Buffer(e.buf.name, dt, e.buf.shape, e.buf.scope)
+    return [Tensor(x.shape, dt, lambda i: Load(buf, tuple(i)))]
