@@ -49,8 +49,10 @@ def stack(tmp_path_factory):
         s.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    # Module scope: sync_playwright keeps an asyncio loop running in this thread until it exits;
+    # a session-wide one would break later tests that call asyncio.run().
     exe = chromium_path()
     if exe is None:
         _missing("Chromium is not installed (apt-get install chromium)")
