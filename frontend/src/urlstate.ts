@@ -5,7 +5,7 @@
  *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists;
  *                                      remarks take &pass=<name>&kind=applied|missed|analysis filters)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
- *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|asm)
+ *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
  *   /compare/<a>...<b>                 two compilations side by side
  *
@@ -16,8 +16,8 @@ import type { RemarkKind } from "./events";
 
 const REMARK_KINDS: readonly string[] = ["applied", "missed", "analysis"];
 
-export type KernelTab = "loop" | "llvm" | "opt" | "asm";
-export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "asm"];
+export type KernelTab = "loop" | "llvm" | "opt" | "optdiff" | "asm";
+export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "optdiff", "asm"];
 
 export type View =
   | { page: "start" }

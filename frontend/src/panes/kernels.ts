@@ -1,5 +1,5 @@
 /** Kernels: a sortable timing table with a bar chart; one kernel's loop IR, LLVM IR and asm in tabs. */
-import { codeViewer, type CodeViewer } from "../editor";
+import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
 import { emptyState, h, replace } from "../dom";
 import { fmtMs, fmtNum, fmtUs } from "../format";
 import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrows";
@@ -19,13 +19,13 @@ const COLUMNS: { key: SortKey; label: string; numeric: boolean }[] = [
   { key: "gbps", label: "GB/s", numeric: true },
 ];
 
-const TAB_LABEL: Record<KernelTab, string> = { loop: "Loop IR", llvm: "LLVM IR", opt: "Optimized LLVM IR", asm: "Assembly" };
+const TAB_LABEL: Record<KernelTab, string> = { loop: "Loop IR", llvm: "LLVM IR", opt: "Optimized LLVM IR", optdiff: "LLVM IR diff", asm: "Assembly" };
 
 function tabText(k: KernelState | undefined, tab: KernelTab): string | undefined {
   if (!k) return undefined;
   if (tab === "loop") return k.lowered?.loop_ir;
   if (tab === "llvm") return k.compiled?.llvm_ir;
-  if (tab === "opt") return k.compiled?.llvm_ir_optimized;
+  if (tab === "opt" || tab === "optdiff") return k.compiled?.llvm_ir_optimized;
   return k.compiled?.asm;
 }
 
@@ -38,7 +38,7 @@ export function kernelsPane(): Pane {
   let ctx: PaneContext | null = null;
   let lastTable: unknown[] = [];
   let lastDetail: unknown[] = [];
-  let viewer: CodeViewer | null = null;
+  let viewer: CodeViewer | DiffViewer | null = null;
 
   const renderTable = (force = false) => {
     if (!ctx) return;
@@ -124,6 +124,10 @@ export function kernelsPane(): Pane {
       host.appendChild(emptyState(`No kernel named “${view.kernel}” ${state.finished || state.failed ? "in this compilation" : "yet"}.`));
     } else if (text === undefined) {
       host.appendChild(emptyState(`No ${TAB_LABEL[view.tab]} for this kernel${state.finished || state.failed ? "." : " yet."}`));
+    } else if (view.tab === "optdiff") {
+      host.classList.add("diff");
+      detail.insertBefore(h("div", { class: "diff-labels" }, h("span", null, "LLVM IR as generated"), h("span", null, "after LLVM's optimization passes")), host);
+      viewer = diffViewer(host, k?.compiled?.llvm_ir ?? "", text, llvmIr);
     } else {
       viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : view.tab === "asm" ? asm : llvmIr);
     }
