@@ -68,17 +68,12 @@ def shape_inputs(model: onnx.ModelProto) -> list[str]:
     return out
 
 
-def control_inputs(model: onnx.ModelProto) -> list[str]:
-    """Graph inputs an ``If`` condition or a ``Loop`` trip count / condition is computed from (the
-    backward slice through top-level nodes). Specializing on their values lets the compiler pick
-    the branch or unroll the loop (``compiler.frontend.control_flow``)."""
+def _backward_slice(model: onnx.ModelProto, seeds: list[str]) -> list[str]:
+    """Graph inputs that the values ``seeds`` are computed from (through top-level nodes)."""
     inits = {t.name for t in model.graph.initializer}
     names = {i.name for i in model.graph.input if i.name not in inits}
     producer = {o: n for n in model.graph.node for o in n.output}
-    stack = [n.input[0] for n in model.graph.node if n.op_type == "If" and n.input] + \
-        [i for n in model.graph.node if n.op_type == "Loop" for i in list(n.input)[:2] if i]
-    seen: set[str] = set()
-    out: list[str] = []
+    stack, seen, out = list(seeds), set(), []
     while stack:
         v = stack.pop()
         if v in seen:
@@ -86,9 +81,23 @@ def control_inputs(model: onnx.ModelProto) -> list[str]:
         seen.add(v)
         if v in names:
             out.append(v)
-        elif v in producer:
+        elif v in producer and producer[v].op_type not in ("Shape", "Size"):  # those read shapes, not values
             stack.extend(i for i in producer[v].input if i)
     return sorted(out)
+
+
+def control_inputs(model: onnx.ModelProto) -> list[str]:
+    """Graph inputs an ``If`` condition, a ``Loop`` trip count / condition, or a shape-determining
+    input slot (``SHAPE_INPUTS``) is computed from, through other nodes (the backward slice).
+    Specializing on their (small) values lets the compiler pick the branch, unroll the loop or
+    know the shape (``compiler.frontend.control_flow``)."""
+    seeds = [n.input[0] for n in model.graph.node if n.op_type == "If" and n.input] + \
+        [i for n in model.graph.node if n.op_type == "Loop" for i in list(n.input)[:2] if i]
+    for n in model.graph.node:
+        for k in SHAPE_INPUTS.get(n.op_type, ()) if n.domain in ("", "ai.onnx") else ():
+            if k < len(n.input) and n.input[k]:
+                seeds.append(n.input[k])
+    return _backward_slice(model, seeds)
 
 
 def bind_values(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
