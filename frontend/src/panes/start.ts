@@ -158,6 +158,14 @@ export function startPage(): HTMLElement {
         h("input", { class: "dim", value: pre[i], size: 5, inputmode: "numeric", placeholder: typeof d === "string" && d ? d : "?", "aria-label": `${inp.name} dim ${i}`, title: typeof d === "string" ? `symbolic dim ${d}` : `dim ${i}` }));
       return h("tr", null, h("td", null, h("code", null, inp.name)), h("td", null, inp.dtype), h("td", { class: "muted" }, fmtShape(inp.shape)), h("td", { class: "dims" }, ...fields[inp.name].flatMap((f, i) => (i ? [" × ", f] : [f]))));
     });
+    // A symbolic dim means the same size wherever it appears: typing one fills the others.
+    const bySymbol = new Map<string, HTMLInputElement[]>();
+    model.inputs.forEach((inp) => inp.shape.forEach((d, i) => {
+      if (typeof d === "string" && d) bySymbol.set(d, [...(bySymbol.get(d) ?? []), fields[inp.name][i]]);
+    }));
+    for (const group of bySymbol.values()) {
+      for (const f of group) f.addEventListener("input", () => group.forEach((g) => g !== f && (g.value = f.value)));
+    }
     const targetSel = h("select", { class: "target", "aria-label": "Target" }, ...targets.map((t) =>
       h("option", { value: t.name }, `${t.name} — ${t.runnable ? "timed here" : "code only"}`)));
     const targetNote = h("p", { class: "muted target-note" });
