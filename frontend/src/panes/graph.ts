@@ -19,15 +19,24 @@ const COLLAPSE_ABOVE = 800;
 
 let worker: Worker | null = null;
 let nextJob = 0;
+let inFlight: { reject: (e: Error) => void } | null = null;
 
+/** Lays out in the worker; a new request abandons (terminates) a layout still running. */
 function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }> {
+  if (inFlight && worker) {
+    worker.terminate();
+    worker = null;
+    inFlight.reject(new Error("superseded"));
+  }
   worker ??= new Worker(new URL("../graph/layout.worker.ts", import.meta.url), { type: "module" });
   const id = ++nextJob;
   const w = worker;
   return new Promise((resolve, reject) => {
+    inFlight = { reject };
     const onMsg = (m: MessageEvent<{ id: number; graph?: ElkNode; ms?: number; error?: string }>) => {
       if (m.data.id !== id) return;
       w.removeEventListener("message", onMsg);
+      inFlight = null;
       if (m.data.graph) resolve({ graph: m.data.graph, ms: m.data.ms ?? 0 });
       else reject(new Error(m.data.error ?? "layout failed"));
     };
