@@ -68,7 +68,8 @@ export function graphPane(): Pane {
   let nodes = new Map<string, FusedNode>();
   let groups = new Map<string, { group: FusedGroup; index: number }>();
 
-  const findNode = (name: string): FusedNode | undefined => nodes.get(name) ?? fusion?.nodes.find((n) => n.name === name);
+  let byName = new Map<string, FusedNode>();
+  const findNode = (name: string): FusedNode | undefined => byName.get(name) ?? nodes.get(name);
   const boxFor = (n: FusedNode): string => (collapse.checked && n.group && groups.has(n.group) ? `g:${n.group}` : n.id);
 
   let generation = 0;
@@ -179,6 +180,7 @@ export function graphPane(): Pane {
           return;
         }
         nodes = new Map(fusion.nodes.map((n) => [n.id, n]));
+        byName = new Map(fusion.nodes.map((n) => [n.name, n]));
         replace(names, ...fusion.nodes.slice(0, 5000).map((n) => h("option", { value: n.name })));
         groups = new Map(fusion.groups.map((g, index) => [g.id, { group: g, index }]));
         if (!userChoseCollapse) collapse.checked = fusion.nodes.length > COLLAPSE_ABOVE;
