@@ -96,12 +96,23 @@ function messageFor(status: number, body: unknown, fallback: string): string {
   return fallback;
 }
 
+/**
+ * Django's CSRF token, when its cookie is set (a user signed in to /admin/ has a session, and
+ * then Django REST framework checks CSRF on unsafe requests).
+ */
+function csrfHeader(): Record<string, string> {
+  const m = typeof document === "undefined" ? null : /(?:^|;\s*)csrftoken=([^;]+)/.exec(document.cookie);
+  return m ? { "X-CSRFToken": decodeURIComponent(m[1]) } : {};
+}
+
 async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
   let res: Response;
+  const headers: Record<string, string> = { Accept: "application/json", ...(method === "GET" ? {} : csrfHeader()) };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
   try {
     res = await fetch(url, {
       method,
-      headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      headers,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch {
@@ -143,6 +154,7 @@ export function uploadModel(file: File, onProgress: (fraction: number) => void):
   const done = new Promise<ModelMeta>((resolve, reject) => {
     xhr.open("POST", "/api/models");
     xhr.setRequestHeader("Accept", "application/json");
+    for (const [k, v] of Object.entries(csrfHeader())) xhr.setRequestHeader(k, v);
     xhr.upload.onprogress = (e) => {
       if (e.lengthComputable) onProgress(e.loaded / e.total);
     };
