@@ -11,7 +11,7 @@ Abramowitz & Stegun 4.4.49 (|error| <= 1e-5 rad), and ``asin``/``acos`` from it;
 ``acosh``, ``atanh``, ``sinh``, ``cosh`` from ``exp``/``log`` by their definitions. TopK ranks
 each element by counting the elements before it in the order (value, then lower index first, as
 the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length.
-QuantizeLinear rounds half to even and saturates to the output type (uint8, int8, uint16, int16,
+QuantizeLinear divides in the input's precision (as the reference does), rounds half to even and saturates to the output type (uint8, int8, uint16, int16,
 int32); the scale and zero point are per tensor, per axis (``axis``) or per block (``block_size``).
 """
 
@@ -343,8 +343,7 @@ def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
 
     def fn(i: list[Expr]) -> Expr:
         s = _param_at(ctx, node, scale, x, i)
-        xv = x[i] if x.dtype == "f64" else Cast("f64", x[i])
-        q = call("round", Bin("/", xv, s if s.dtype == "f64" else Cast("f64", s)))
+        q = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
         if zp is not None:
             q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
         return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
