@@ -1,4 +1,4 @@
-"""Lowering of Einsum, LpPool, GlobalLpPool and DFT.
+"""Lowering of Einsum, LpPool, GlobalLpPool, DFT and Col2Im.
 
 Semantics: the ONNX specs. Einsum: the equation's letters index the operands; a letter repeated
 within one operand takes its diagonal; ``...`` stands for the broadcast leading dims; without
@@ -18,13 +18,13 @@ import string
 import numpy as np
 
 from ..ir import Node
-from .ir import Bin, Cast, Expr, Float, Int, add, call, mul, select, sub
+from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, const_input, register
 from .ops_nn import COMPLEX_OPS, _geom, _window
 from .ops_reduce import red
 from .tensor import Tensor, norm_axis
 
-COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT"})
+COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT", "Col2Im"})
 
 
 def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -146,3 +146,38 @@ def _dft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     if onesided and out[ax] != length // 2 + 1:
         raise bad(node, "onesided", f"output length {out[ax]} is not {length // 2 + 1}")
     return [Tensor(out, odt, fn)]
+
+
+@register("Col2Im")
+def _col2im(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Col2Im: ``out[n, c, p]`` sums the column entries of every block offset ``k`` whose sliding
+    position ``(p + pad_begin - k * dilation) / stride`` is a whole, in-range block index."""
+    x = ins[0]
+    assert x is not None
+    image = [int(v) for v in const_input(node, ins[1], "image_shape").reshape(-1)]
+    block = [int(v) for v in const_input(node, ins[2], "block_shape").reshape(-1)]
+    nd = len(image)
+    dil = list(node.attr("dilations", [1] * nd))
+    st = list(node.attr("strides", [1] * nd))
+    pads = list(node.attr("pads", [0] * 2 * nd))
+    n_blk = [(image[d] + pads[d] + pads[nd + d] - dil[d] * (block[d] - 1) - 1) // st[d] + 1 for d in range(nd)]
+    k_tot = int(np.prod(block))
+    dt = x.dtype
+
+    def fn(i: list[Expr]) -> Expr:
+        rk = [ctx.lowering.axis("rb", b) for b in block]
+        ok: Expr | None = None
+        col: Expr = Int(0)
+        kflat: Expr = Int(0)
+        for d in range(nd):
+            num = sub(add(i[2 + d], pads[d]), mul(rk[d][0], dil[d]))
+            q = Bin("//", emax(num, 0), Int(st[d]))
+            cond = Bin("and", Bin(">=", num, Int(0)), Bin("and", Bin("==", Bin("%", emax(num, 0), Int(st[d])), Int(0)),
+                                                         Bin("<", q, Int(n_blk[d]))))
+            ok = cond if ok is None else Bin("and", ok, cond)
+            col = add(mul(col, n_blk[d]), emin(q, n_blk[d] - 1))
+            kflat = add(mul(kflat, block[d]), rk[d][0])
+        v = x[[i[0], add(mul(i[1], k_tot), kflat), col]]
+        assert ok is not None
+        return red("sum", rk, select(ok, v, Float(0.0, dt)))
+    return [Tensor(ctx.out_shape(node), dt, fn)]
