@@ -1,5 +1,5 @@
 """Lowering of indexing and layout ops: GatherElements, GatherND, ScatterND, ScatterElements,
-Trilu, CumSum, DepthToSpace, SpaceToDepth, OneHot, Range, EyeLike, ReverseSequence.
+Trilu, CumSum, DepthToSpace, SpaceToDepth, OneHot, Range, EyeLike, ReverseSequence, TensorScatter.
 
 Semantics: the ONNX operator specs. Indices may be negative (counted from the end of the axis);
 every load clamps its index into the buffer, so an out-of-range index reads a valid element
@@ -248,3 +248,29 @@ def _reverse_sequence(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> li
         src = select(Bin("<", t, n), sub(sub(n, Int(1)), t), t)
         return x[[clamp(src, 0, x.shape[ta] - 1) if k == ta else i[k] for k in range(x.rank)]]
     return [Tensor(x.shape, x.dtype, fn)]
+
+
+@register("TensorScatter")
+def _tensor_scatter(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """``present[.., s, ..] = update[.., s - w[b], ..]`` where ``0 <= s - w[b] < seq_len`` (``circular``:
+    ``(s - w[b]) mod max_len``), else ``past``; ``w`` = write_indices (0 when absent)."""
+    past, upd = ins[0], ins[1]
+    w = ins[2] if len(ins) > 2 else None
+    assert past is not None and upd is not None
+    ax = norm_axis(node, int(node.attr("axis", -2)), past.rank)
+    mode = node.attr("mode", "linear")
+    circular = (mode.decode() if isinstance(mode, bytes) else mode) == "circular"
+    max_len, seq = past.shape[ax], upd.shape[ax]
+
+    def fn(i: list[Expr]) -> Expr:
+        start: Expr = Int(0)
+        if w is not None:
+            start = w[[i[0]]]
+            start = Cast("i64", start) if start.dtype != "i64" else start
+        j = sub(i[ax], start)
+        if circular:
+            j = Bin("%", add(Bin("%", j, Int(max_len)), Int(max_len)), Int(max_len))
+        hit = land(Bin(">=", j, Int(0)), Bin("<", j, Int(seq)))
+        src = upd[i[:ax] + [clamp(j, 0, seq - 1)] + i[ax + 1:]]
+        return select(hit, src, past[i])  # type: ignore[arg-type]
+    return [Tensor(past.shape, past.dtype, fn)]
