@@ -384,3 +384,23 @@ def _bitcast(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
         raise bad(node, "to", f"BitCast {x.dtype} -> {dt} needs a same-width input read straight from memory")
     buf = Buffer(e.buf.name, dt, e.buf.shape, e.buf.scope)
     return [Tensor(x.shape, dt, lambda i: Load(buf, tuple(i)))]
+
+
+@register("Dropout")
+def _dropout(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Inference Dropout (or training mode with ratio 0): the output is the input, the mask all true.
+    Training mode with a ratio above 0 draws random numbers and is refused."""
+    x = ins[0]
+    assert x is not None
+    ratio = float(node.attr("ratio", 0.5))
+    if len(ins) > 1 and ins[1] is not None:
+        ratio = float(const_input(node, ins[1], "ratio").reshape(-1)[0])
+    training = bool(node.attr("is_test", 1) == 0) if ctx.opset < 7 else False
+    if len(ins) > 2 and ins[2] is not None:
+        training = bool(const_input(node, ins[2], "training_mode").reshape(-1)[0])
+    if training and ratio > 0:
+        raise bad(node, "training_mode", "training-mode Dropout with ratio > 0 draws random numbers")
+    outs = [Tensor(x.shape, x.dtype, lambda i: x[i])]
+    if len(node.outputs) > 1:
+        outs.append(Tensor(x.shape, "bool", lambda i: Bin("==", Int(0), Int(0))))
+    return outs

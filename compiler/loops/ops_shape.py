@@ -274,3 +274,13 @@ def _tensor_scatter(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
         src = upd[i[:ax] + [clamp(j, 0, seq - 1)] + i[ax + 1:]]
         return select(hit, src, past[i])  # type: ignore[arg-type]
     return [Tensor(past.shape, past.dtype, fn)]
+
+
+@register("ConstantOfShape")
+def _constant_of_shape(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Every element is the ``value`` attribute's one element (float 0 when absent)."""
+    val = node.attr("value", None)
+    v = np.asarray(val).reshape(-1)[0] if val is not None else 0.0
+    dt = ctx.out_dtype(node)
+    c = Float(float(v), dt) if dt in ("f32", "f64") else Int(int(v), dt)
+    return [Tensor(ctx.out_shape(node), dt, lambda i: c)]
