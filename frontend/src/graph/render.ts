@@ -4,7 +4,7 @@
  */
 import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api";
 import { svg } from "../dom";
-import { fmtShape } from "../format";
+import { fmtShape, fmtUs } from "../format";
 import type { FusedGroup, FusedNode } from "../events";
 import { groupColour, groupStroke, type BuiltGraph } from "./build";
 
@@ -13,6 +13,8 @@ export interface DrawInput {
   built: BuiltGraph;
   nodes: Map<string, FusedNode>;
   groups: Map<string, { group: FusedGroup; index: number }>;
+  /** Measured time of each kernel in µs, where timed (shown on its group). */
+  kernelUs: Map<string, number>;
   onSelect(id: string): void;
 }
 
@@ -45,6 +47,10 @@ export function draw(input: DrawInput): Drawing {
   world.append(clusterLayer, edgeLayer, nodeLayer);
   const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "6", markerHeight: "6", orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" })));
   root.append(defs, world);
+  const timeOf = (kernel: string) => {
+    const us = input.kernelUs.get(kernel);
+    return us === undefined ? "" : ` · ${fmtUs(us)}`;
+  };
   const boxes = new Map<string, SVGGElement>();
   const centres = new Map<string, { x: number; y: number }>();
 
@@ -79,7 +85,7 @@ export function draw(input: DrawInput): Drawing {
         const rect = svg("g", { class: "cluster", "data-id": c.id },
           svg("rect", { x: c.x ?? 0, y: c.y ?? 0, width: c.width ?? 0, height: c.height ?? 0, rx: 6, fill: groupColour(i), stroke: groupStroke(i) }),
           svg("text", { x: (c.x ?? 0) + 6, y: (c.y ?? 0) + 14, class: "cluster-label" }, fitText(info ? info.group.kernel : c.id, (c.width ?? 0) - 10)),
-          svg("title", {}, info ? `${info.group.kernel} (${info.group.kind}, ${info.group.nodes.length} ops)` : c.id),
+          svg("title", {}, info ? `${info.group.kernel} (${info.group.kind}, ${info.group.nodes.length} ops)${timeOf(info.group.kernel)}` : c.id),
         );
         rect.addEventListener("click", (e) => {
           e.stopPropagation();
@@ -93,7 +99,7 @@ export function draw(input: DrawInput): Drawing {
         const info = groups.get(c.id.slice(2));
         const i = info?.index ?? 0;
         const ops = info ? info.group.nodes.map((id) => nodes.get(id)?.op_type ?? "?").join("+") : "";
-        box(c, "group", groupColour(i), groupStroke(i), info?.group.kernel ?? c.id, ops);
+        box(c, "group", groupColour(i), groupStroke(i), info?.group.kernel ?? c.id, `${ops}${timeOf(info?.group.kernel ?? "")}`);
       } else {
         const fn = nodes.get(c.id);
         box(c, "op", "#fff", "#667", fn?.op_type ?? "?", fn?.name ?? c.id);

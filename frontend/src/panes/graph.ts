@@ -5,7 +5,7 @@
  */
 import type { ElkNode } from "elkjs/lib/elk-api";
 import { emptyState, h, replace } from "../dom";
-import { fmtShape } from "../format";
+import { fmtShape, fmtUs } from "../format";
 import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { draw, type Drawing } from "../graph/render";
@@ -84,7 +84,9 @@ export function graphPane(): Pane {
     try {
       const { graph } = await layoutInWorker(built.root);
       if (mine !== generation) return; // a newer layout (other graph or grouping) was asked for
-      drawing = draw({ laid: graph, built, nodes, groups, onSelect: select });
+      const kernelUs = new Map<string, number>();
+      for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) kernelUs.set(k.name, k.timed.median_us);
+      drawing = draw({ laid: graph, built, nodes, groups, kernelUs, onSelect: select });
       replace(canvas, drawing.svg);
       drawing.home();
       replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -139,7 +141,7 @@ export function graphPane(): Pane {
     replace(side,
       h("h3", null, n.name),
       h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
-      g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops)`) : h("p", { class: "muted" }, "not in a fused group"),
+      g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group"),
       attrs.length ? h("h4", null, "attributes") : null,
       attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, v)))))) : null,
       ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
