@@ -181,3 +181,41 @@ def _col2im(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
         assert ok is not None
         return red("sum", rk, select(ok, v, Float(0.0, dt)))
     return [Tensor(ctx.out_shape(node), dt, fn)]
+
+
+@register("Det")
+def _det(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """Det of the trailing n x n matrices by the Leibniz formula (sum over the n! permutations of
+    signed products): exact in structure, meant for the small matrices (n <= 5) of inference graphs."""
+    import itertools
+
+    x = ins[0]
+    assert x is not None
+    n = x.shape[-1]
+    if n > 5 or x.shape[-2] != n:
+        raise bad(node, "X", f"Det of {x.shape[-2]}x{n} matrices is supported up to 5x5")
+    perms = list(itertools.permutations(range(n)))
+
+    def sign(p: tuple[int, ...]) -> int:
+        s, seen = 1, list(p)
+        for a in range(n):
+            while seen[a] != a:
+                b = seen[a]
+                seen[a], seen[b] = seen[b], seen[a]
+                s = -s
+        return s
+
+    def fn(i: list[Expr]) -> Expr:
+        total: Expr | None = None
+        for p in perms:
+            term: Expr | None = None
+            for r, c in enumerate(p):
+                v = x[i + [Int(r), Int(c)]]
+                term = v if term is None else mul(term, v)
+            assert term is not None
+            total = term if total is None and sign(p) > 0 else (
+                sub(Float(0.0, x.dtype), term) if total is None else (add(total, term) if sign(p) > 0
+                                                                        else sub(total, term)))
+        assert total is not None
+        return total
+    return [Tensor(ctx.out_shape(node), x.dtype, fn)]
