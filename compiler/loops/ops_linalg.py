@@ -24,7 +24,7 @@ from .ops_nn import COMPLEX_OPS, _geom, _window
 from .ops_reduce import red
 from .tensor import Tensor, norm_axis
 
-COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT", "Col2Im"})
+COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT", "Col2Im", "Det", "STFT"})
 
 
 def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -219,3 +219,43 @@ def _det(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         assert total is not None
         return total
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
+
+
+@register("STFT")
+def _stft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """STFT: frame ``f`` starts at ``f * frame_step``; ``Y[b, f, k] = sum_n x[b, f*step + n] w[n]
+    exp(-2 pi i k n / frame_length)`` (window 1 when absent), real or complex signal, accumulated in
+    double with twiddle tables as DFT."""
+    x = ins[0]
+    assert x is not None
+    step = int(const_input(node, ins[1], "frame_step").reshape(-1)[0])
+    win = ins[2] if len(ins) > 2 else None
+    if len(ins) > 3 and ins[3] is not None:
+        flen = int(const_input(node, ins[3], "frame_length").reshape(-1)[0])
+    elif win is not None:
+        flen = win.shape[0]
+    else:
+        raise bad(node, "frame_length", "frame_length or window is required")
+    out = ctx.out_shape(node)
+    odt = ctx.out_dtype(node)
+    ph = 2 * np.pi * np.arange(flen) / flen
+    cos_t = ctx.const_tensor(np.where(np.abs(np.cos(ph)) < 1e-12, 0.0, np.cos(ph)), f"{node.label}_cos")
+    sin_t = ctx.const_tensor(np.where(np.abs(np.sin(ph)) < 1e-12, 0.0, np.sin(ph)), f"{node.label}_sin")
+    complex_in = x.shape[-1] == 2
+
+    def fn(i: list[Expr]) -> Expr:
+        rn = ctx.lowering.axis("rs", flen)
+        n = rn[0]
+        pos = add(mul(i[1], step), n)
+        xr = Cast("f64", x[[i[0], pos, Int(0)]])
+        xi = Cast("f64", x[[i[0], pos, Int(1)]]) if complex_in else Float(0.0, "f64")
+        if win is not None:
+            wv = Cast("f64", win[[n]])
+            xr, xi = mul(xr, wv), mul(xi, wv)
+        kn = Bin("%", mul(i[2], n), Int(flen))
+        c, s = cos_t[[kn]], mul(Float(-1.0, "f64"), sin_t[[kn]])
+        re = sub(mul(xr, c), mul(xi, s))
+        im = add(mul(xr, s), mul(xi, c))
+        total = red("sum", [rn], select(Bin("==", i[3], Int(0)), re, im))
+        return total if odt == "f64" else Cast(odt, total)
+    return [Tensor(out, odt, fn)]

@@ -126,3 +126,20 @@ class _Proxy:
 def infer_dynamic_quantize(ctx: InferContext) -> list[TensorType]:
     return [TensorType(TensorProto.UINT8, ctx.shape(0)), TensorType(TensorProto.FLOAT, ()),
             TensorType(TensorProto.UINT8, ())]
+
+
+@op("STFT", kind="opaque")
+def infer_stft(ctx: InferContext) -> list[TensorType]:
+    """STFT (opset 17): ``[batch, frames, bins, 2]``; ``frames = (L - frame_length) // frame_step + 1``,
+    ``bins = frame_length // 2 + 1`` when ``onesided`` (default 1), else ``frame_length``."""
+    x = ctx.shape(0)
+    step = ctx.ints(1)
+    flen = ctx.ints(3) if ctx.has(3) else None
+    if flen is None and ctx.has(2):
+        flen = [ctx.shape(2)[0]]  # type: ignore[list-item]
+    if step is None or flen is None or not isinstance(x[1], int) or not isinstance(flen[0], int):
+        name = ctx.node.outputs[0].name
+        return [ctx.type(0).with_shape((x[0], f"{name}_frames", f"{name}_bins", 2))]
+    frames = (x[1] - flen[0]) // step[0] + 1
+    bins = flen[0] // 2 + 1 if int(ctx.attr("onesided", 1)) else flen[0]
+    return [ctx.type(0).with_shape((x[0], frames, bins, 2))]
