@@ -92,3 +92,30 @@ def test_squeezenet_end_to_end_host_and_cross() -> None:
 def test_onnx_model_bytes_roundtrip() -> None:  # the child reads the model ONNX Runtime runs
     g, mb = _relu_model()
     assert onnx.load_model_from_string(mb).graph.output[0].name == "y"
+
+
+def test_planted_crash_through_compile_is_compile_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile() on a real model with one planted kernel that writes far out of bounds: the result is
+    compile.failed (stage run, naming that kernel), the process carries on and compiles again."""
+    import compiler.build as build
+    from compiler.loops.lower import LoweredKernel
+
+    real = build.lower_graph
+
+    def planted(graph, target):  # type: ignore[no-untyped-def]
+        kernels = real(graph, target)
+        wild = Buffer("wild", "f32", (1 << 40,), "arena")
+        func = PrimFunc("planted_crash", [wild], Store(wild, (Int((1 << 40) - 1),), Float(1.0)))
+        first_in = kernels[0].args[0]
+        arg = KernelArg("value", first_in.name, Buffer("wild", "f32", first_in.buffer.shape, "arena"))
+        return kernels[:1] + [LoweredKernel("planted_crash", "planted", func, [arg])] + kernels[1:]
+
+    monkeypatch.setattr(build, "lower_graph", planted)
+    proto = randomized(LIGHT_DIR / "light_squeezenet.onnx", seed=0)
+    r = compiler.compile(proto, target="host", pipeline="O2", benchmark=False)
+    assert not r.ok
+    assert r.error is not None and r.error["stage"] == "run" and r.error["kernel"] == "planted_crash"
+    assert r.events[-1]["type"] == "compile.failed"
+    monkeypatch.setattr(build, "lower_graph", real)
+    again = compiler.compile(proto, target="host", pipeline="O2", benchmark=False)
+    assert again.ok and again.of_type("model.verified")[0]["passed"]
