@@ -49,9 +49,7 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         async with self.lock:
             await self.catch_up()
-            if not self.finished and await self.log_ended():
-                self.finished = True  # the client already has the terminal event
-                await self.close(code=1000)
+            await self.close_if_log_ended()
         if not self.finished:
             self.poller = asyncio.ensure_future(self.poll())
 
@@ -74,14 +72,24 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
             else:
                 await self.catch_up()  # a gap (dropped messages) or a seq-only hint
 
-    async def catch_up(self) -> None:
-        """Send every stored event from `next_seq` on. Call with `self.lock` held."""
+    async def catch_up(self) -> int:
+        """Send every stored event from `next_seq` on; return how many. Call with `self.lock` held."""
+        sent = 0
         while not self.finished:
             events = await self.read_events(self.next_seq - 1, REPLAY_BATCH)
             for event in events:
                 await self.deliver(event)
+            sent += len(events)
             if len(events) < REPLAY_BATCH:
-                return
+                break
+        return sent
+
+    async def close_if_log_ended(self) -> None:
+        """Close when the log has ended before `next_seq` (the client asked to resume after the
+        terminal event, or after a seq the log never reached before it ended)."""
+        if not self.finished and await self.log_ended():
+            self.finished = True
+            await self.close(code=1000)
 
     async def deliver(self, event: dict) -> None:
         await self.send(text_data=json.dumps(event))
@@ -94,7 +102,8 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         while not self.finished:
             await asyncio.sleep(POLL_S)
             async with self.lock:
-                await self.catch_up()
+                if not await self.catch_up():
+                    await self.close_if_log_ended()
 
     @database_sync_to_async
     def compilation_exists(self) -> bool:

@@ -130,3 +130,18 @@ def test_browsers_must_come_from_an_allowed_origin(make_compilation):
         await good.disconnect()
 
     run_async(scenario())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_beyond_the_end_of_a_log_that_then_ends_closes(make_compilation, monkeypatch):
+    monkeypatch.setattr(consumers, "POLL_S", 0.3)
+    comp = make_compilation(status="running")
+    store(comp, event(0, "compile.started"))
+
+    async def scenario() -> None:
+        ws = WebsocketCommunicator(APP, f"/ws/compilations/{comp.id}/?after=50")
+        assert (await ws.connect())[0]
+        await sync_to_async(store)(comp, event(1, "compile.finished"))
+        assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
+
+    run_async(scenario())
