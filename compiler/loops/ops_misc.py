@@ -1,5 +1,6 @@
 """Lowering of further elementwise ops (bitwise, Mod, Round, IsInf/IsNaN, Sign, inverse and
-hyperbolic trigonometry, Softsign, Shrink, Selu, Celu, ThresholdedRelu), Clip with runtime bounds, Gelu with
+hyperbolic trigonometry, Softsign, Softplus (computed as ``max(x, 0) + log1p(exp(-|x|))``), Shrink, Selu, Celu,
+ThresholdedRelu), Clip with runtime bounds, Gelu with
 ``approximate='tanh'``, Hardmax, TopK, CumProd, LpNormalization, QuantizeLinear and
 DequantizeLinear.
 
@@ -153,7 +154,20 @@ def _shrink(x: Expr, node: Node) -> Expr:
                   select(Bin(">", x, _f(lam, dt)), sub(x, _f(bias, dt)), _f(0, dt)))
 
 
+def _log1p(e: Expr) -> Expr:
+    """log(1 + e) without cancellation for small ``e`` (Kahan: ``log(u) * e / (u - 1)``, ``u = 1 + e``)."""
+    u = add(_f(1, e.dtype), e)
+    d = sub(u, _f(1, e.dtype))
+    return select(Bin("==", d, _f(0, e.dtype)), e, Bin("/", mul(call("log", u), e), d))
+
+
+def _softplus(x: Expr, node: Node) -> Expr:
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow, no cancellation."""
+    return add(emax(x, _f(0, x.dtype)), _log1p(call("exp", call("neg", call("abs", x)))))
+
+
 _UNARY = {
+    "Softplus": _softplus,
     "BitwiseNot": lambda x, n: Bin("^", x, Int(-1 if x.dtype.startswith("i") else (1 << int(x.dtype[1:])) - 1,
                                               x.dtype)),
     "Round": lambda x, n: call("round", x),
