@@ -8,6 +8,7 @@ group, so that killing a worker kills its pool processes too, and `close()` leav
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -57,6 +58,7 @@ class Stack:
         self.env.pop("PRISM_TEST_REDIS_URL", None)
         self.procs: dict[str, subprocess.Popen] = {}
         self.url = ""
+        atexit.register(self.close)  # even if pytest dies before the fixture's finalizer
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=REPO, env=self.env, check=True, timeout=120,
