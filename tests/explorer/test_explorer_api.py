@@ -109,3 +109,24 @@ def test_catalog_comes_from_the_compiler(client):
     assert "host" in {t["name"] for t in client.get("/api/targets").json()}
     assert "fold-constants" in {p["name"] for p in client.get("/api/passes").json()}
     assert "O2" in {p["name"] for p in client.get("/api/pipelines").json()}
+
+
+@pytest.mark.django_db
+def test_upload_stores_the_bytes_once_under_a_generated_name(client, settings):
+    from pathlib import Path
+
+    import onnx
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    data = (Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx").read_bytes()
+    r = client.post("/api/models", {"model": SimpleUploadedFile("../../evil name.onnx", data)})
+    assert r.status_code == 201, r.content
+    model = r.json()
+    assert model["name"] == "evil name.onnx" and model["size"] == len(data)
+    stored = Path(settings.MEDIA_ROOT) / "models" / model["sha256"][:2] / f"{model['sha256']}.onnx"
+    assert stored.read_bytes() == data
+    again = client.post("/api/models", {"model": SimpleUploadedFile("copy.onnx", data)})
+    assert again.status_code == 200 and again.json()["id"] == model["id"]
+    bad = client.post("/api/models", {"model": SimpleUploadedFile("x.onnx", data[: len(data) // 2])})
+    assert bad.status_code == 400 and bad.json()["error"].startswith("not a valid ONNX model: ")
+    assert not list((Path(settings.MEDIA_ROOT) / "tmp").iterdir())  # no temporary file left

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files import File
 from django.db import IntegrityError, transaction
 
-from explorer.compilations.models import UploadedModel
+from explorer.compilations.models import UploadedModel, model_upload_path
 from explorer.compilations.services.compiler_access import compiler_api
 
 
@@ -65,7 +65,9 @@ def register_upload(chunks: Iterable[bytes], *, name: str, size: int | None = No
                     raise UploadTooLarge(too_large_message())
                 digest.update(chunk)
                 out.write(chunk)
-        return _register_file(Path(tmp_name), digest.hexdigest(), written, name=name, source="upload")
+        return _register_file(
+            Path(tmp_name), digest.hexdigest(), written, name=name, source="upload", move=True
+        )
     finally:
         Path(tmp_name).unlink(missing_ok=True)
 
@@ -102,7 +104,9 @@ def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
     return model, created
 
 
-def _register_file(path: Path, sha256: str, size: int, *, name: str, source: str) -> tuple[UploadedModel, bool]:
+def _register_file(
+    path: Path, sha256: str, size: int, *, name: str, source: str, move: bool = False
+) -> tuple[UploadedModel, bool]:
     existing = UploadedModel.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing, False
@@ -124,16 +128,25 @@ def _register_file(path: Path, sha256: str, size: int, *, name: str, source: str
         outputs=meta.get("outputs", []),
         source=source,
     )
-    with path.open("rb") as f:
-        model.file.save(model_upload_name(sha256), File(f), save=False)
+    store_file(path, model, move=move)
     try:
         with transaction.atomic():
             model.save()
-    except IntegrityError:  # the same bytes registered concurrently: keep the first
-        model.file.delete(save=False)
+    except IntegrityError:  # the same bytes registered concurrently: the same file, keep the first
         return UploadedModel.objects.get(sha256=sha256), False
     return model, True
 
 
-def model_upload_name(sha256: str) -> str:
-    return f"{sha256}.onnx"
+def store_file(path: Path, model: UploadedModel, *, move: bool) -> None:
+    """Put the model's bytes at its content-addressed name under MEDIA_ROOT (moved from a temporary
+    upload, copied from a sample). Same name, same bytes: replacing an existing file is harmless."""
+    relative = model_upload_path(model, "")
+    final = Path(settings.MEDIA_ROOT) / relative
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if move:
+        os.replace(path, final)
+    else:
+        tmp = final.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, final)
+    model.file.name = relative
