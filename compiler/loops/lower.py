@@ -33,6 +33,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_reduce,
     ops_resize,
     ops_shape,
+    ops_text,
 )
 from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
