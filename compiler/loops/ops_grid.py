@@ -1,4 +1,4 @@
-"""Lowering of GridSample (opsets 16 and 20+; any number of spatial dims).
+"""Lowering of GridSample (opsets 16 and 20+; any number of spatial dims) and DeformConv.
 
 Semantics: the ONNX GridSample spec as its reference implementation computes it
 (``onnx.reference.ops.op_grid_sample``): the grid's last axis holds normalized coordinates in
@@ -20,7 +20,7 @@ from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor
 
-COMPLEX_OPS.update({"GridSample"})
+COMPLEX_OPS.update({"GridSample", "DeformConv"})
 A = -0.75
 
 
@@ -143,3 +143,52 @@ def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
         out = red("sum", axes, mul(weight, v))
         return out if x.dtype == dt else Cast(x.dtype, out)
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
+
+
+@register("DeformConv")
+def _deform_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """DeformConv (2-D): each tap of the kernel samples X bilinearly (zero outside) at its regular
+    position plus the learned offset, times the mask, as the reference's GridSample with
+    align_corners=1 does; then the grouped convolution sum and the bias."""
+    x, w, off = ins[0], ins[1], ins[2]
+    b = ins[3] if len(ins) > 3 else None
+    mask = ins[4] if len(ins) > 4 else None
+    assert x is not None and w is not None and off is not None
+    if x.rank != 4:
+        raise bad(node, "X", "DeformConv is supported for 2-D images")
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    st = list(node.attr("strides", [1, 1]))
+    dil = list(node.attr("dilations", [1, 1]))
+    pads = list(node.attr("pads", [0, 0, 0, 0]))
+    group, og = int(node.attr("group", 1)), int(node.attr("offset_group", 1))
+    c_in, cg = x.shape[1], w.shape[1]
+    per_group = w.shape[0] // group
+    per_og = c_in // og
+    h_n, w_n = x.shape[2], x.shape[3]
+    dt = x.dtype
+    lw = ctx.lowering
+
+    def fn(i: list[Expr]) -> Expr:
+        n, co, oy, ox = i
+        rc, rkh, rkw = lw.axis("rc", cg), lw.axis("rh", kh_n), lw.axis("rw", kw_n)
+        ty, tx = lw.axis("ty", 2), lw.axis("tx", 2)
+        ci = rc[0] if group == 1 else add(mul(Bin("//", co, Int(per_group)), cg), rc[0])
+        g = Bin("//", ci, Int(per_og)) if og > 1 else Int(0)
+        k = add(mul(rkh[0], kw_n), rkw[0])
+        ch = add(mul(add(mul(g, kh_n * kw_n), k), 2), 0)
+        py = add(Cast(dt, add(sub(mul(oy, st[0]), pads[0]), mul(rkh[0], dil[0]))), off[[n, ch, oy, ox]])
+        px = add(Cast(dt, add(sub(mul(ox, st[1]), pads[1]), mul(rkw[0], dil[1]))), off[[n, add(ch, 1), oy, ox]])
+        fy, fx = call("floor", py), call("floor", px)
+        ry, rx = sub(py, fy), sub(px, fx)
+        yi, xi = add(Cast("i64", fy), ty[0]), add(Cast("i64", fx), tx[0])
+        wy = select(Bin("==", ty[0], Int(0)), sub(Float(1.0, dt), ry), ry)
+        wx = select(Bin("==", tx[0], Int(0)), sub(Float(1.0, dt), rx), rx)
+        inside = Bin("and", Bin("and", Bin(">=", yi, Int(0)), Bin("<", yi, Int(h_n))),
+                     Bin("and", Bin(">=", xi, Int(0)), Bin("<", xi, Int(w_n))))
+        v = select(inside, x[[n, ci, emin(emax(yi, 0), h_n - 1), emin(emax(xi, 0), w_n - 1)]], Float(0.0, dt))
+        term = mul(mul(mul(wy, wx), v), w[[co, rc[0], rkh[0], rkw[0]]])
+        if mask is not None:
+            term = mul(term, mask[[n, add(mul(g, kh_n * kw_n), k), oy, ox]])
+        total = red("sum", [rc, rkh, rkw, ty, tx], term)
+        return add(total, b[[co]]) if b is not None else total
+    return [Tensor(ctx.out_shape(node), dt, fn)]
