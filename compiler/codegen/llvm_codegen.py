@@ -7,7 +7,9 @@ become a counted loop with a phi; ``unrolled`` repeats the body with the variabl
 constant; ``vectorized`` evaluates its whole body lane-wise: the loop variable is ``base + <0..L-1>``
 with L the loop extent, or chunks of the target's f32 width when the extent is a multiple of it.
 In a vectorized body a load whose flat offset is ``1 * var + invariant`` is one vector load,
-an invariant load is a scalar load and a broadcast, anything else a per-lane gather; stores alike.
+``s * var + invariant`` (s = 2..4) one wider load and a shuffle (reading at most s - 1 elements
+past the last used one: the runtime leaves slack after every buffer), an invariant load is a scalar
+load and a broadcast, anything else a per-lane gather; stores alike (strided stores per lane).
 A local buffer allocated inside a vectorized loop holds vectors (an accumulator per lane).
 
 Floating point: IEEE semantics, no fast-math flags, except that ``a * b + c`` in float is emitted
@@ -250,8 +252,10 @@ class KernelCodegen:
                 hit = ("vlocal", flat)
             elif self.vec is None or self.vec[0] not in free_vars(flat):
                 hit = ("scalar", flat)
-            elif _linear(flat, self.vec[0]) == 1:
+            elif (c := _linear(flat, self.vec[0])) == 1:
                 hit = ("vector", substitute(flat, {self.vec[0]: Var("__base_" + self.vec[0])}))
+            elif c in (2, 3, 4):
+                hit = (f"strided{c}", substitute(flat, {self.vec[0]: Var("__base_" + self.vec[0])}))
             else:
                 hit = ("gather", flat)
             self._access[key] = hit
@@ -265,6 +269,8 @@ class KernelCodegen:
             return "scalar", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
         if kind == "vector":
             return "vector", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
+        if kind.startswith("strided"):
+            return kind, self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
         if kind == "gather":
             return "gather", self._ev(off_e).val
         off = self._ev(off_e)
@@ -275,6 +281,8 @@ class KernelCodegen:
 
     def _store(self, s: Store) -> None:
         kind, where = self._addr(s.buf, s.indices)
+        if kind.startswith("strided"):
+            kind, where = "gather", self._ev(flat_index(s.buf, s.indices)).val
         val = self._ev(s.value)
         lanes = self.vec[1] if self.vec else 1
         mt = MTYPE[s.buf.dtype]
@@ -356,18 +364,31 @@ class KernelCodegen:
         if not all(_guarded(i, conds) for i in e.t.indices):
             return None
         flat = flat_index(buf, tuple(_unclamp(i) for i in e.t.indices))
-        if _linear(flat, v) != 1:
+        st = _linear(flat, v)
+        if st not in (1, 2, 3, 4):
             return None
         c, f = self._ev(e.cond), self._ev(e.f)
         if c.lanes != lanes:
             return None
         base = self._ev(substitute(flat, {v: Var("__base_" + v)}))
         ptr = self.b.gep(self.ptr[buf.name], [base.val], source_etype=MTYPE[buf.dtype])
-        vt = ir.VectorType(MTYPE[buf.dtype], lanes)
-        name = f"llvm.masked.load.v{lanes}f32.p0"
-        fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(vt, [PTR, ir.IntType(32), c.val.type,
+        width = st * (lanes - 1) + 1  # stride st: lane j of the result is element st*j of a wider masked load
+        vt = ir.VectorType(MTYPE[buf.dtype], width)
+        mask = c.val
+        if st > 1:
+            false = ir.Constant(mask.type, [ir.IntType(1)(0)] * lanes)
+            mask = self.b.shuffle_vector(mask, false, ir.Constant(ir.VectorType(ir.IntType(32), width), [
+                k // st if k % st == 0 else lanes for k in range(width)]))
+        name = f"llvm.masked.load.v{width}f32.p0"
+        fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(vt, [PTR, ir.IntType(32), mask.type,
                                                                                  vt]), name)
-        return _V(self.b.call(fn, [ptr, ir.IntType(32)(4), c.val, self._widen(f, lanes).val]), lanes)
+        got = self.b.call(fn, [ptr, ir.IntType(32)(4), mask, ir.Constant(vt, [ir.Constant(MTYPE[buf.dtype], 0.0)]
+                                                                            * width)])
+        if st == 1:
+            return _V(self.b.select(c.val, got, self._widen(f, lanes).val), lanes)
+        picked = self.b.shuffle_vector(got, ir.Constant(vt, ir.Undefined), ir.Constant(
+            ir.VectorType(ir.IntType(32), lanes), [st * k for k in range(lanes)]))
+        return _V(self.b.select(c.val, picked, self._widen(f, lanes).val), lanes)
 
     def _load(self, e: Load) -> _V:
         kind, where = self._addr(e.buf, e.indices)
@@ -380,6 +401,12 @@ class KernelCodegen:
         elif kind == "vector":
             assert self.vec is not None
             v = _V(self.b.load(where, typ=ir.VectorType(mt, self.vec[1]), align=4), self.vec[1])
+        elif kind.startswith("strided"):
+            assert self.vec is not None
+            st, lanes = int(kind[7:]), self.vec[1]
+            wide = self.b.load(where, typ=ir.VectorType(mt, st * (lanes - 1) + 1), align=4)
+            v = _V(self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), ir.Constant(
+                ir.VectorType(ir.IntType(32), lanes), [st * k for k in range(lanes)])), lanes)
         else:
             assert self.vec is not None
             lanes = self.vec[1]

@@ -55,7 +55,11 @@ def main(d: Path) -> int:
         else:
             arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, 1)).view(dt)[
                 :int(np.prod(shape, dtype=np.int64))].reshape(shape)
-    consts = {k: np.ascontiguousarray(np.load(d / f)) for k, f in man["consts"].items()}
+    consts = {}
+    for k, f in man["consts"].items():  # copied next to slack, like every other buffer
+        c = np.load(d / f)
+        consts[k] = _aligned(max(c.nbytes, 1)).view(c.dtype)[:c.size].reshape(c.shape)
+        consts[k][...] = c
     calls = []
     keep = []
     for k in man["kernels"]:

@@ -121,7 +121,14 @@ def test_unsupported_attribute_is_a_lowering_error() -> None:
 
 
 def test_op_without_lowering_names_node_and_op() -> None:
-    ref, node = onnx_node_case("Det", {"x": f(2, 3, 3)}, {}, opset=13)
+    from compiler.ir import Graph, TensorType
+    from compiler.loops.lower import lower_group
+
+    g = Graph("t")
+    x = g.add_input("x", TensorType.of(np.float32, (2, 3)))
+    n = g.add_node("Frobnicate", [x], ["y"], name="frob_0", domain="com.example")
+    n.outputs[0].type = x.type
     with pytest.raises(CompileError) as ei:
-        run_node(node, {}, 13)
-    assert ei.value.stage == "lowering" and ei.value.op == "Det" and "Det_0" in ei.value.message
+        lower_group(n, "k", 17)
+    assert ei.value.stage == "lowering" and ei.value.op == "Frobnicate" and ei.value.node == "frob_0"
+    assert "frob_0" in ei.value.message
