@@ -71,6 +71,8 @@ CASES = [
     ("MaxPool", {"x": f(1, 3, 11, 16)}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, 17),
     ("MaxPool", {"x": f(1, 3, 12, 13)}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, {}, 17),
     ("MaxPool", {"x": f(1, 2, 12, 16)}, {"kernel_shape": [2, 2], "dilations": [2, 2]}, {}, 17),
+    ("MaxPool", {"x": f(1, 2, 8, 32)}, {"kernel_shape": [2, 2], "strides": [2, 2]}, {}, 17),  # stride-2 loads
+    ("AveragePool", {"x": f(1, 2, 9, 48)}, {"kernel_shape": [3, 3], "strides": [3, 3]}, {}, 17),  # stride 3
     ("AveragePool", {"x": f(1, 3, 11, 16)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, {}, 17),
     ("AveragePool", {"x": f(1, 3, 11, 16)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
                                             "count_include_pad": 1}, {}, 17),
