@@ -1,4 +1,4 @@
-"""Lowering of GridSample (opsets 16 and 20+; any number of spatial dims) and DeformConv.
+"""Lowering of GridSample (opsets 16 and 20+; any number of spatial dims), DeformConv and RoiAlign.
 
 Semantics: the ONNX GridSample spec as its reference implementation computes it
 (``onnx.reference.ops.op_grid_sample``): the grid's last axis holds normalized coordinates in
@@ -20,7 +20,7 @@ from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor
 
-COMPLEX_OPS.update({"GridSample", "DeformConv"})
+COMPLEX_OPS.update({"GridSample", "DeformConv", "RoiAlign"})
 A = -0.75
 
 
@@ -192,3 +192,65 @@ def _deform_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
         total = red("sum", [rc, rkh, rkw, ty, tx], term)
         return add(total, b[[co]]) if b is not None else total
     return [Tensor(ctx.out_shape(node), dt, fn)]
+
+
+@register("RoiAlign")
+def _roi_align(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """RoiAlign with a fixed ``sampling_ratio`` (> 0): each output bin averages (``avg``) or takes the
+    maximum (``max``, of the four weighted corner values per sample) of ``sampling_ratio``^2 bilinear
+    samples, with the reference's edge rules (a sample beyond [-1, size] contributes 0; coordinates
+    are clamped at 0 and at the last pixel). ``half_pixel`` shifts the ROI by -0.5; the legacy
+    ``output_half_pixel`` instead forces ROI sizes of at least 1."""
+    x, rois, bidx = ins[0], ins[1], ins[2]
+    assert x is not None and rois is not None and bidx is not None
+    sr = int(node.attr("sampling_ratio", 0))
+    if sr <= 0:
+        raise bad(node, "sampling_ratio", "adaptive sampling (sampling_ratio=0) makes the sample count "
+                                          "depend on the ROI values; only fixed ratios are supported")
+    ctm = _s(node, "coordinate_transformation_mode", "half_pixel")
+    half = ctm == "half_pixel"
+    is_max = _s(node, "mode", "avg") == "max"
+    scale = float(node.attr("spatial_scale", 1.0))
+    out = ctx.out_shape(node)
+    oh, ow = out[2], out[3]
+    h_n, w_n = x.shape[2], x.shape[3]
+    dt = x.dtype
+    lw = ctx.lowering
+    f = lambda v: Float(float(v), dt)  # noqa: E731
+
+    def fn(i: list[Expr]) -> Expr:
+        r, c, ph, pw = i
+        coord = [rois[[r, Int(k)]] for k in range(4)]
+        coord = [v if v.dtype == dt else Cast(dt, v) for v in coord]
+        start = [sub(mul(coord[k], f(scale)), f(0.5 if half else 0.0)) for k in (1, 0)]  # h, w
+        end = [sub(mul(coord[k], f(scale)), f(0.5 if half else 0.0)) for k in (3, 2)]
+        size = [sub(end[d], start[d]) for d in range(2)]
+        if not half:
+            size = [emax(s, f(1.0)) for s in size]
+        bins = [Bin("/", size[0], f(oh)), Bin("/", size[1], f(ow))]
+        iy, ix = lw.axis("sy", sr), lw.axis("sx", sr)
+        ty, tx = lw.axis("cy", 2), lw.axis("cx", 2)
+        pos = []
+        for d, (p, s_ax) in enumerate(((ph, iy), (pw, ix))):
+            pos.append(add(add(start[d], mul(Cast(dt, p), bins[d])),
+                           mul(add(Cast(dt, s_ax[0]), f(0.5)), Bin("/", bins[d], f(sr)))))
+        y, xx = pos
+        outside = Bin("or", Bin("or", Bin("<", y, f(-1.0)), Bin(">", y, f(h_n))),
+                      Bin("or", Bin("<", xx, f(-1.0)), Bin(">", xx, f(w_n))))
+        taps, weights = [], []
+        for v, n_, t in ((y, h_n, ty), (xx, w_n, tx)):
+            v = emax(v, f(0.0))
+            low = Cast("i64", call("floor", v))
+            at_end = Bin(">=", low, Int(n_ - 1))
+            low = select(at_end, Int(n_ - 1), low)
+            v = select(at_end, Cast(dt, low), v)
+            frac = sub(v, Cast(dt, low))
+            taps.append(select(Bin("==", t[0], Int(0)), low, emin(add(low, 1), n_ - 1)))
+            weights.append(select(Bin("==", t[0], Int(0)), sub(f(1.0), frac), frac))
+        b = bidx[[r]]
+        b = b if b.dtype == "i64" else Cast("i64", b)
+        val = select(outside, f(0.0), mul(mul(weights[0], weights[1]), x[[b, c, taps[0], taps[1]]]))
+        if is_max:
+            return red("max", [iy, ix], red("max", [ty, tx], val))
+        return mul(red("sum", [iy, ix, ty, tx], val), f(1.0 / (sr * sr)))
+    return [Tensor(out, dt, fn)]
