@@ -25,7 +25,7 @@ def test_compose_has_the_four_services_wired_together():
         assert set(svc["depends_on"]) <= set(services)
     assert "celery" in " ".join(services["worker"]["command"])
     assert "daphne" in " ".join(services["web"]["command"])
-    assert set(compose["volumes"]) == {"pgdata", "models"}
+    assert set(compose["volumes"]) == {"pgdata", "redisdata", "models"}
 
 
 @pytest.mark.skipif(not (shutil.which("docker-compose") or shutil.which("docker")), reason="no compose client")
