@@ -130,3 +130,15 @@ def test_upload_stores_the_bytes_once_under_a_generated_name(client, settings):
     bad = client.post("/api/models", {"model": SimpleUploadedFile("x.onnx", data[: len(data) // 2])})
     assert bad.status_code == 400 and bad.json()["error"].startswith("not a valid ONNX model: ")
     assert not list((Path(settings.MEDIA_ROOT) / "tmp").iterdir())  # no temporary file left
+
+
+@pytest.mark.django_db
+def test_admin_lists_models_compilations_and_events(admin_client, make_compilation):
+    from explorer.compilations.services.events import record_event
+
+    comp = make_compilation(status="running", attempts=1)
+    record_event(comp.id, {"seq": 0, "type": "compile.started", "ts": 1.0}, attempt=1)
+    for page in ("uploadedmodel/", "compilation/", "compilationevent/", f"compilation/{comp.id}/change/"):
+        r = admin_client.get(f"/admin/compilations/{page}")
+        assert r.status_code == 200, page
+    assert admin_client.get("/static/admin/css/base.css").status_code == 200
