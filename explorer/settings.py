@@ -11,6 +11,8 @@ Environment:
     PRISM_STALE_AFTER_S          a running compilation whose heartbeat is older is reaped, default 60
     PRISM_HEARTBEAT_S            heartbeat interval of a running compilation, default 5
     PRISM_REAP_INTERVAL_S        how often each worker looks for stale compilations, default 30
+    PRISM_COMPILE_QUEUE          Celery queue of compilations, default prism.compile
+    PRISM_TARGET_QUEUES          per-target queues: "aarch64=prism.compile.aarch64,..."
     DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
 """
 
@@ -141,6 +143,12 @@ PRISM_STALE_AFTER_S = _env_float("PRISM_STALE_AFTER_S", 60.0)
 PRISM_HEARTBEAT_S = _env_float("PRISM_HEARTBEAT_S", 5.0)
 PRISM_REAP_INTERVAL_S = _env_float("PRISM_REAP_INTERVAL_S", 30.0)
 PRISM_COMPILE_QUEUE = os.environ.get("PRISM_COMPILE_QUEUE", "prism.compile")
+# Per-target queues, e.g. "aarch64=prism.compile.aarch64,riscv64=prism.compile.riscv64": a target
+# listed here goes to workers started with `-Q <its queue>` (such as workers on that hardware,
+# where its code can be timed); every other target goes to PRISM_COMPILE_QUEUE.
+PRISM_TARGET_QUEUES = dict(
+    item.split("=", 1) for item in os.environ.get("PRISM_TARGET_QUEUES", "").split(",") if "=" in item
+)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

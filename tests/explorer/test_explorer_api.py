@@ -64,7 +64,7 @@ def test_events_page(client, make_compilation):
     body = client.get(f"/api/compilations/{comp.id}/events?after=0").json()
     assert [e["seq"] for e in body["events"]] == [1, 2] and body["complete"] and body["status"] == "succeeded"
     body = client.get(f"/api/compilations/{comp.id}/events?after=0&limit=1").json()
-    assert [e["seq"] for e in body["events"]] == [1] and not body["complete"]
+    assert [e["seq"] for e in body["events"]] == [1] and not body["complete"] and body["next_after"] == 1
     assert client.get(f"/api/compilations/{comp.id}/events?after=x").status_code == 400
     detail = client.get(f"/api/compilations/{comp.id}").json()
     assert detail["event_count"] == 3 and detail["url"] == f"/c/{comp.id}"

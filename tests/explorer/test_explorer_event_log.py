@@ -136,3 +136,9 @@ def test_a_run_killed_by_the_hard_time_limit_is_reaped_saying_so(make_compilatio
     comp.refresh_from_db()
     assert comp.error["reason"] == "time_limit"
     assert comp.error["message"].startswith("compilation exceeded the time limit of 3 s")
+
+
+def test_targets_can_have_their_own_queues(settings):
+    settings.PRISM_TARGET_QUEUES = {"aarch64": "prism.compile.aarch64"}
+    assert svc.queue_for("aarch64") == "prism.compile.aarch64"
+    assert svc.queue_for("host") == settings.PRISM_COMPILE_QUEUE

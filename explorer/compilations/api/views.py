@@ -94,8 +94,9 @@ class CompilationEventsView(APIView):
         ]
     )
     def get(self, request: Request, compilation_id: str) -> Response:
-        """Stored events after a seq: `{"events": [...], "complete": bool, "status"}`; `complete` is
-        true when the returned page ends the log (its last event is terminal)."""
+        """Stored events after a seq: `{"events": [...], "complete": bool, "next_after": seq,
+        "status"}`; `complete` is true when the page ends the log (its last event is terminal);
+        pass `next_after` as `after` to read the next page."""
         comp = selectors.get_compilation(compilation_id)
         if comp is None:
             return error_response(f"no compilation with id {compilation_id}", 404)
@@ -107,7 +108,9 @@ class CompilationEventsView(APIView):
         limit = max(1, min(limit, selectors.EVENT_PAGE_MAX))
         events = selectors.events_after(compilation_id, after, limit)
         complete = bool(events) and events[-1]["type"] in ("compile.finished", "compile.failed")
-        return Response({"id": comp.id, "status": comp.status, "events": events, "complete": complete})
+        next_after = events[-1]["seq"] if events else after
+        return Response({"id": comp.id, "status": comp.status, "events": events, "complete": complete,
+                         "next_after": next_after})
 
 
 class CatalogView(APIView):

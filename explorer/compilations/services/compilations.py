@@ -139,16 +139,25 @@ def _create_with_unique_id(**fields) -> Compilation:
     raise RuntimeError("could not allocate a compilation id")
 
 
+def queue_for(target: str) -> str:
+    """The Celery queue of a target: `PRISM_TARGET_QUEUES[target]`, else `PRISM_COMPILE_QUEUE`."""
+    return settings.PRISM_TARGET_QUEUES.get(target, settings.PRISM_COMPILE_QUEUE)
+
+
 def enqueue(compilation_id: str) -> None:
-    """Queue the Celery task once the current transaction (if any) commits.
+    """Queue the Celery task on its target's queue once the current transaction (if any) commits.
 
     The message carries no time limits, so the worker that runs it applies its own
     (`PRISM_COMPILE_TIME_LIMIT_S` of the worker's environment), not the web server's.
     """
     from explorer.compilations.tasks import run_compilation_task
 
+    target = Compilation.objects.filter(pk=compilation_id).values_list("target", flat=True).first()
+    queue = queue_for(target or "")
     transaction.on_commit(
-        lambda: run_compilation_task.apply_async((compilation_id,), time_limit=None, soft_time_limit=None)
+        lambda: run_compilation_task.apply_async(
+            (compilation_id,), queue=queue, time_limit=None, soft_time_limit=None
+        )
     )
 
 
