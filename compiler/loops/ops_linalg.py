@@ -143,9 +143,36 @@ def _dft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         total = mul(total, Float(scale, dt)) if scale != 1.0 else total
         return total if odt == dt else Cast(odt, total)
     out = ctx.out_shape(node)
+    if onesided and inverse:  # irfft: Hermitian half spectrum in, real signal of out[ax] samples out
+        return [_irfft(ctx, node, x, ax, out, odt)]
     if onesided and out[ax] != length // 2 + 1:
         raise bad(node, "onesided", f"output length {out[ax]} is not {length // 2 + 1}")
     return [Tensor(out, odt, fn)]
+
+
+def _irfft(ctx: LowerCtx, node: Node, x: Tensor, ax: int, out: tuple[int, ...], odt: str) -> Tensor:
+    """``y[n] = 1/N sum_k Re(X[k] exp(2 pi i k n / N))`` with ``X[N - k] = conj(X[k])`` beyond the
+    given half spectrum; ``N`` is the output length."""
+    n_out, n_half = out[ax], x.shape[ax]
+    ph = 2 * np.pi * np.arange(n_out) / n_out
+    cos_t = ctx.const_tensor(np.where(np.abs(np.cos(ph)) < 1e-12, 0.0, np.cos(ph)), f"{node.label}_icos")
+    sin_t = ctx.const_tensor(np.where(np.abs(np.sin(ph)) < 1e-12, 0.0, np.sin(ph)), f"{node.label}_isin")
+
+    def fn(i: list[Expr]) -> Expr:
+        rk = ctx.lowering.axis("rk", n_out)
+        k = rk[0]
+        mirrored = Bin(">=", k, Int(n_half))
+        src = select(mirrored, sub(Int(n_out), k), k)
+        src = emin(emax(src, 0), n_half - 1)
+        base = i[:ax] + [src] + i[ax + 1:-1]
+        xr = Cast("f64", x[base + [Int(0)]])
+        xi = Cast("f64", x[base + [Int(1)]]) if x.shape[-1] == 2 else Float(0.0, "f64")
+        xi = select(mirrored, sub(Float(0.0, "f64"), xi), xi)
+        kn = Bin("%", mul(k, i[ax]), Int(n_out))
+        total = red("sum", [rk], sub(mul(xr, cos_t[[kn]]), mul(xi, sin_t[[kn]])))
+        total = mul(total, Float(1.0 / n_out, "f64"))
+        return total if odt == "f64" else Cast(odt, total)
+    return Tensor(out, odt, fn)
 
 
 @register("Col2Im")
