@@ -7,7 +7,7 @@ ONNX level, with the shapes bound by specialization:
   from them and from static shapes: the condition's producers are evaluated with
   ``onnx.reference``, ``Shape``/``Size`` of a statically shaped value being constants)
   is replaced by the taken branch, inlined.
-* ``Scan`` (opset 9+) has a static trip count (the scan axis length): its body is inlined once per
+* ``Scan`` (opset 9+; opset 8's batched form without ``sequence_lens`` too) has a static trip count (the scan axis length): its body is inlined once per
   iteration; scan inputs are sliced with ``Gather`` (honouring ``scan_input_axes`` and
   ``scan_input_directions``), scan outputs stacked with ``Unsqueeze`` + ``Concat`` (honouring
   ``scan_output_axes`` and ``scan_output_directions``).
@@ -207,9 +207,62 @@ def _stack(ctx: _Ctx, parts: list[str], axis: int, out: str, nodes: list[NodePro
     nodes.append(helper.make_node("Concat", [_unsqueeze(ctx, p, axis, nodes) for p in parts], [out], axis=axis))
 
 
+def _scan8(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
+    """Scan-8: inputs ``[sequence_lens, states..., scans...]`` with a leading batch axis and time on
+    axis 1; unrolled per batch row and time step (only without ``sequence_lens``)."""
+    body: GraphProto = _attr(node, "body")
+    m = int(_attr(node, "num_scan_inputs"))
+    if node.input[0]:
+        return None
+    ins = list(node.input[1:])
+    n_state = len(ins) - m
+    dirs = list(_attr(node, "directions", [0] * m))
+    scans = ins[n_state:]
+    if any(s not in shapes for s in scans) or not scans:
+        return None
+    batch, steps = shapes[scans[0]][0], shapes[scans[0]][1]
+    k = len(body.output) - n_state
+    nodes: list[NodeProto] = []
+    final: list[list[str]] = [[] for _ in range(n_state)]
+    per_out: list[list[str]] = [[] for _ in range(k)]
+    for b in range(batch):
+        def row(x: str, b: int = b) -> str:
+            out = ctx.fresh("scan8_row")
+            nodes.append(helper.make_node("Gather", [x, ctx.const(np.array(b, np.int64))], [out], axis=0))
+            return out
+        state = [row(x) for x in ins[:n_state]]
+        rows = [row(x) for x in scans]
+        collected: list[list[str]] = [[] for _ in range(k)]
+        for t in range(steps):
+            bind = {body.input[i].name: state[i] for i in range(n_state)}
+            for j, s in enumerate(rows):
+                sl = ctx.fresh("scan8_in")
+                idx = steps - 1 - t if dirs[j] else t
+                nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=0))
+                bind[body.input[n_state + j].name] = sl
+            body_nodes, outs = inline_body(ctx, body, bind)
+            nodes.extend(body_nodes)
+            state = outs[:n_state]
+            for j in range(k):
+                collected[j].append(outs[n_state + j])
+        for i in range(n_state):
+            final[i].append(state[i])
+        for j in range(k):
+            st = ctx.fresh("scan8_out")
+            _stack(ctx, collected[j], 0, st, nodes)
+            per_out[j].append(st)
+    for i in range(n_state):
+        if node.output[i]:
+            _stack(ctx, final[i], 0, node.output[i], nodes)
+    for j in range(k):
+        if n_state + j < len(node.output) and node.output[n_state + j]:
+            _stack(ctx, per_out[j], 0, node.output[n_state + j], nodes)
+    return nodes
+
+
 def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
     if ctx.opset < 9:
-        return None
+        return _scan8(ctx, node, shapes)
     body: GraphProto = _attr(node, "body")
     m = int(_attr(node, "num_scan_inputs"))
     n_state = len(node.input) - m
