@@ -48,7 +48,7 @@ from ..loops.ir import (
     free_vars,
     substitute,
 )
-from .intrinsics import Intrinsics
+from .intrinsics import Intrinsics, _suffix
 
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -174,9 +174,9 @@ class KernelCodegen:
             if kind != "vector":
                 raise CompileError("codegen", f"{self.f.name}: masked store to {st.buf.name} is not contiguous",
                                    kernel=self.f.name)
-            val = self._widen(self._ev(st.value), mask.lanes).val
+            val = self._to_mem(self._widen(self._ev(st.value), mask.lanes).val, st.buf.dtype)
             vt = val.type
-            name = f"llvm.masked.store.v{mask.lanes}{'f32' if st.buf.dtype == 'f32' else st.buf.dtype}.p0"
+            name = f"llvm.masked.store.{_suffix(vt)}.p0"
             fn = self.m.globals.get(name) or ir.Function(
                 self.m, ir.FunctionType(ir.VoidType(), [vt, PTR, ir.IntType(32), mask.val.type]), name)
             self.b.call(fn, [val, where, ir.IntType(32)(4), mask.val])
@@ -449,10 +449,31 @@ class KernelCodegen:
             r = {"+": B.fadd, "-": B.fsub, "*": B.fmul, "/": B.fdiv}[op](x, y)
         else:
             u = e.a.dtype in UNSIGNED
+            if op in ("//", "%", "/") and not isinstance(y, ir.Constant):
+                return _V(self._safe_div(x, y, op, u), n)
             r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.udiv if u else B.sdiv, "%": B.urem if u else B.srem,
                  "/": B.udiv if u else B.sdiv, "&": B.and_, "|": B.or_, "^": B.xor, "<<": B.shl,
                  ">>": B.lshr if u else B.ashr}[op](x, y)
         return _V(r, n)
+
+    def _safe_div(self, x: ir.Value, y: ir.Value, op: str, unsigned: bool) -> ir.Value:
+        """Integer division that cannot trap: a zero divisor (undefined in ONNX; also the garbage tail
+        lanes of a masked vector loop) divides by 1 instead, and signed ``x / -1`` is ``-x`` (no
+        INT_MIN / -1 overflow trap)."""
+        B = self.b
+
+        def c(v: int) -> ir.Value:
+            t = y.type
+            return ir.Constant(t, [t.element(v)] * t.count) if isinstance(t, ir.VectorType) else ir.Constant(t, v)
+
+        d = B.select(B.icmp_unsigned("==", y, c(0)), c(1), y)
+        if unsigned:
+            return (B.udiv if op != "%" else B.urem)(x, d)
+        neg1 = B.icmp_signed("==", d, c(-1))
+        d = B.select(neg1, c(1), d)
+        if op == "%":
+            return B.select(neg1, c(0), B.srem(x, d))
+        return B.select(neg1, B.sub(c(0), x), B.sdiv(x, d))
 
     def _cast(self, v: _V, src: str, dst: str) -> _V:
         if src == dst:

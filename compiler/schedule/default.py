@@ -4,7 +4,8 @@ Rule for every compute of a kernel (elementwise, injective, pooling, reductions,
 when the micro-kernel path does not apply): vectorize the innermost output loop at the target's
 f32 width (16 lanes on AVX-512, 8 on AVX2, 4 on SSE/NEON/RVV here): if the extent is a multiple of the
 width, split by it and vectorize the inner loop; otherwise the largest of 8 and 4 that divides it;
-otherwise leave it serial (say so in the schedule). Reductions inside stay serial per lane, so
+otherwise (55, 14, 7 ...) split by the width (or the power of two covering a shorter extent) with the
+output stores of the tail masked (``split_guarded``); extents below 4 stay serial. Reductions inside stay serial per lane, so
 their summation order is the sequential one (no reassociation). Inlining of elementwise and injective
 producers (compute_inline) is done by the lowering and listed here as well.
 """
@@ -29,7 +30,12 @@ def apply_default(func: PrimFunc, target: Target) -> PrimFunc:
         var, extent = loops[-1]
         lanes = next((w for w in (width, 8, 4) if w <= width and extent % w == 0), None)
         if lanes is None:
-            sched.append(f"# {var} (extent {extent}) left serial: no vector width divides it")
+            if extent < 4:
+                sched.append(f"# {var} (extent {extent}) left serial: too short to vectorize")
+                continue
+            lanes = min(width, 1 << (extent - 1).bit_length())
+            _, inner = P.split_guarded(func, var, lanes)
+            P.vectorize(func, inner)
             continue
         if extent == lanes:
             P.vectorize(func, var)

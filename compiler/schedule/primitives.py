@@ -11,7 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..loops.ir import Allocate, For, If, PrimFunc, Seq, Stmt, Var, add, mul, substitute_stmt
+from ..loops.ir import (
+    Allocate,
+    Bin,
+    For,
+    If,
+    Int,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+    add,
+    mul,
+    substitute_stmt,
+)
 
 
 class ScheduleError(ValueError):
@@ -61,6 +75,38 @@ def split(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
         return For(vo, f.extent // factor, For(vi, factor, body, f.kind), f.kind)
 
     _apply(func, var, fn, f"split({var}, factor={factor}) -> {outer}, {inner}")
+    return outer, inner
+
+
+def split_guarded(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
+    """Split by a factor that need not divide the extent: ``ceil(N/factor)`` outer iterations, and
+    every store to a non-local buffer inside is guarded by ``v_o*factor + v_i < N`` (in a vectorized
+    loop the guard becomes a lane mask on the store). Reads in the tail may fall past the row; the
+    runtime leaves slack after every buffer and those lanes are never stored."""
+    outer, inner = f"{var}_o", f"{var}_i"
+
+    def guard(s: Stmt, cond) -> Stmt:  # type: ignore[no-untyped-def]
+        if isinstance(s, Store):
+            return s if s.buf.scope == "local" else If(cond, s)
+        if isinstance(s, For):
+            return For(s.var, s.extent, guard(s.body, cond), s.kind)
+        if isinstance(s, Seq):
+            return Seq([guard(x, cond) for x in s.stmts])
+        if isinstance(s, Allocate):
+            return Allocate(s.buf, guard(s.body, cond))
+        if isinstance(s, If):
+            return If(s.cond, guard(s.then, cond))
+        return s
+
+    def fn(f: For) -> Stmt:
+        vo, vi = Var(outer), Var(inner)
+        idx = add(mul(vo, factor), vi)
+        body = substitute_stmt(f.body, {var: idx})
+        if f.extent % factor:
+            body = guard(body, Bin("<", idx, Int(f.extent)))
+        return For(vo, -(-f.extent // factor), For(vi, factor, body, f.kind), f.kind)
+
+    _apply(func, var, fn, f"split({var}, factor={factor}, guarded) -> {outer}, {inner}")
     return outer, inner
 
 
