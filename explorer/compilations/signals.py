@@ -1,10 +1,16 @@
-"""Celery worker hooks: every worker's main process reaps compilations left `running` by a lost
-worker, once when it becomes ready and then every `PRISM_REAP_INTERVAL_S` seconds."""
+"""Celery worker hooks: every pool process of every worker reaps compilations left `running` by a
+lost worker, once when it starts and then every `PRISM_REAP_INTERVAL_S` seconds.
+
+The reaper runs in the pool processes, not in the worker's main process, on purpose: the main
+process forks new pool processes (when one dies), and a SQLite connection open in a process at
+fork time leaves the child's SQLite locking state corrupt ("database is locked" for good). So the
+main process never opens the database.
+"""
 
 import logging
 import threading
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown
 from django.conf import settings
 from django.db import connections
 
@@ -23,16 +29,16 @@ def _reap_forever() -> None:
         except Exception:  # noqa: BLE001 - keep reaping; the next round may succeed
             log.exception("reaping stale compilations failed")
         finally:
-            connections.close_all()  # no connection may be inherited by forked pool processes
+            connections.close_all()
         if _stop.wait(float(settings.PRISM_REAP_INTERVAL_S)):
             return
 
 
-@worker_ready.connect
+@worker_process_init.connect
 def start_reaper(**kwargs) -> None:
     threading.Thread(target=_reap_forever, name="prism-reaper", daemon=True).start()
 
 
-@worker_shutdown.connect
+@worker_process_shutdown.connect
 def stop_reaper(**kwargs) -> None:
     _stop.set()

@@ -133,6 +133,9 @@ def test_killed_pool_process_does_not_stay_running(stack, model):
 
     final = _kill_mid_run(stack, model, kill)
     print(f"\nfailed with: {final['error']['message']}")
+    # The worker's replacement pool process works (it must not inherit a broken DB connection).
+    after = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
+    assert stack.wait_finished(after["id"], timeout=180)["status"] == "succeeded"
 
 
 def test_killed_worker_does_not_stay_running(stack, model):
