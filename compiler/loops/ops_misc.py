@@ -1,8 +1,7 @@
 """Lowering of further elementwise ops (bitwise, Mod, Round, IsInf/IsNaN, Sign, inverse and
 hyperbolic trigonometry, Softsign, Softplus (computed as ``max(x, 0) + log1p(exp(-|x|))``), Shrink, Selu, Celu,
 ThresholdedRelu), Clip with runtime bounds, Gelu with
-``approximate='tanh'``, Hardmax, TopK, CumProd, LpNormalization, QuantizeLinear and
-DequantizeLinear.
+``approximate='tanh'``, Hardmax, TopK, CumProd, LpNormalization, Dropout and BitCast.
 
 Semantics: the ONNX operator specs. ``Mod`` with ``fmod=0`` is floor modulo (the result takes
 the divisor's sign, numpy's ``mod``), with ``fmod=1`` C's ``fmod`` (the dividend's sign).
@@ -12,8 +11,6 @@ Abramowitz & Stegun 4.4.49 (|error| <= 1e-5 rad), and ``asin``/``acos`` from it;
 ``acosh``, ``atanh``, ``sinh``, ``cosh`` from ``exp``/``log`` by their definitions. TopK ranks
 each element by counting the elements before it in the order (value, then lower index first, as
 the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length.
-QuantizeLinear divides in the input's precision (as the reference does), rounds half to even and saturates to the output type (uint8, int8, uint16, int16,
-int32); the scale and zero point are per tensor, per axis (``axis``) or per block (``block_size``).
 """
 
 from __future__ import annotations
@@ -326,78 +323,6 @@ def _lp_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
         norm = s if p == 1 else call("sqrt", s)
         return select(Bin("==", norm, _f(0, x.dtype)), _f(0, x.dtype), Bin("/", x[i], norm))
     return [Tensor(x.shape, x.dtype, fn)]
-
-
-_QRANGE = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
-           "i32": (-2 ** 31, 2 ** 31 - 1)}
-
-
-def _param_at(ctx: LowerCtx, node: Node, t: Tensor, x: Tensor, i: list[Expr]) -> Expr:
-    """A scale or zero point at element ``i`` of ``x``: per tensor, per axis or per block."""
-    if t.rank == 0 or int(np.prod(t.shape)) == 1 and t.rank <= 1:
-        return t[[Int(0)] * t.rank]
-    ax = norm_axis(node, int(node.attr("axis", 1)), x.rank)
-    bs = int(node.attr("block_size", 0))
-    if t.rank == 1:
-        return t[[i[ax]]]
-    if bs:
-        return t[i[:ax] + [Bin("//", i[ax], Int(bs))] + i[ax + 1:]]
-    return t[i]
-
-
-@register("QuantizeLinear")
-def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
-    x, scale = ins[0], ins[1]
-    zp = ins[2] if len(ins) > 2 else None
-    assert x is not None and scale is not None
-    dt = ctx.out_dtype(node)
-    if dt not in _QRANGE:
-        raise bad(node, "y_zero_point", f"output type {dt} is not supported")
-    lo, hi = _QRANGE[dt]
-
-    def fn(i: list[Expr]) -> Expr:
-        s = _param_at(ctx, node, scale, x, i)
-        q = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
-        if zp is not None:
-            q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
-        return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
-    return [Tensor(x.shape, dt, fn)]
-
-
-@register("DequantizeLinear")
-def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
-    x, scale = ins[0], ins[1]
-    zp = ins[2] if len(ins) > 2 else None
-    assert x is not None and scale is not None
-    dt = ctx.out_dtype(node)
-
-    def fn(i: list[Expr]) -> Expr:
-        v: Expr = Cast("i64", x[i]) if x.dtype != "i64" else x[i]
-        if zp is not None:
-            z = _param_at(ctx, node, zp, x, i)
-            v = sub(v, Cast("i64", z) if z.dtype != "i64" else z)
-        s = _param_at(ctx, node, scale, x, i)
-        return mul(Cast(dt, v), s if s.dtype == dt else Cast(dt, s))
-    return [Tensor(x.shape, dt, fn)]
-
-
-@register("BitCast")
-def _bitcast(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
-    """BitCast between types of the same width: the input buffer is read as the output type (a
-    load of the same memory with another element type, as ``reinterpret_cast``)."""
-    from .ir import Buffer, Load, Var
-
-    x = ins[0]
-    assert x is not None
-    dt = ctx.out_dtype(node)
-    probe = [Var(f"_bc{k}") for k in range(x.rank)]
-    e = x[probe]
-    width = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8,
-             "u32": 4}
-    if not (isinstance(e, Load) and list(e.indices) == probe) or width.get(x.dtype) != width.get(dt):
-        raise bad(node, "to", f"BitCast {x.dtype} -> {dt} needs a same-width input read straight from memory")
-    buf = Buffer(e.buf.name, dt, e.buf.shape, e.buf.scope)
-    return [Tensor(x.shape, dt, lambda i: Load(buf, tuple(i)))]
 
 
 @register("Dropout")

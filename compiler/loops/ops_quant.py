@@ -1,25 +1,32 @@
-"""Lowering of the integer and quantized linear algebra ops: MatMulInteger, ConvInteger,
-QLinearMatMul and QLinearConv.
+"""Lowering of QuantizeLinear, DequantizeLinear and the integer and quantized linear algebra ops:
+MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 Semantics: the ONNX specs. The integer ops accumulate ``(a - a_zero_point) * (b - b_zero_point)``
 in int32 (zero points per tensor, or per row of A / per column of B, per output channel of W).
 The QLinear ops take that int32 accumulator and requantize it: ``y = saturate(round_half_even(acc
 * a_scale * b_scale / y_scale) + y_zero_point)`` to the output's 8-bit type (QLinearConv adds its
 int32 bias to the accumulator first). The products are exact in int32 for 8-bit inputs; the scale
-is applied in double.
+is applied in double. QuantizeLinear divides in the input's precision (as the reference does),
+rounds half to even and saturates to the output type (uint8, int8, uint16, int16, int32); the scale and zero point are per tensor, per axis (``axis``) or per block (``block_size``).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
-from .ops_elementwise import LowerCtx, register
+from .ops_elementwise import LowerCtx, bad, register
 from .ops_nn import COMPLEX_OPS, _geom, _window
 from .ops_reduce import red
-from .tensor import Tensor
+from .tensor import Tensor, norm_axis
 
 COMPLEX_OPS.update({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
 _RANGE = {"u8": (0, 255), "i8": (-128, 127)}
+
+
+def _f(v: float, dt: str = "f32") -> Expr:
+    return Float(float(v), dt)
 
 
 def _i32(e: Expr) -> Expr:
@@ -135,3 +142,75 @@ def _qlinear_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[T
         scale = mul(Cast("f64", _scalar(x_s)), Cast("f64", _scalar(w_s, i[1])))
         return _requant(total, scale, Cast("f64", _scalar(y_s)), y_zp, dt)
     return [Tensor(out, dt, fn)]
+
+
+_QRANGE = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767),
+           "i32": (-2 ** 31, 2 ** 31 - 1)}
+
+
+def _param_at(ctx: LowerCtx, node: Node, t: Tensor, x: Tensor, i: list[Expr]) -> Expr:
+    """A scale or zero point at element ``i`` of ``x``: per tensor, per axis or per block."""
+    if t.rank == 0 or int(np.prod(t.shape)) == 1 and t.rank <= 1:
+        return t[[Int(0)] * t.rank]
+    ax = norm_axis(node, int(node.attr("axis", 1)), x.rank)
+    bs = int(node.attr("block_size", 0))
+    if t.rank == 1:
+        return t[[i[ax]]]
+    if bs:
+        return t[i[:ax] + [Bin("//", i[ax], Int(bs))] + i[ax + 1:]]
+    return t[i]
+
+
+@register("QuantizeLinear")
+def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    assert x is not None and scale is not None
+    dt = ctx.out_dtype(node)
+    if dt not in _QRANGE:
+        raise bad(node, "y_zero_point", f"output type {dt} is not supported")
+    lo, hi = _QRANGE[dt]
+
+    def fn(i: list[Expr]) -> Expr:
+        s = _param_at(ctx, node, scale, x, i)
+        q = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
+        if zp is not None:
+            q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
+        return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
+    return [Tensor(x.shape, dt, fn)]
+
+
+@register("DequantizeLinear")
+def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    assert x is not None and scale is not None
+    dt = ctx.out_dtype(node)
+
+    def fn(i: list[Expr]) -> Expr:
+        v: Expr = Cast("i64", x[i]) if x.dtype != "i64" else x[i]
+        if zp is not None:
+            z = _param_at(ctx, node, zp, x, i)
+            v = sub(v, Cast("i64", z) if z.dtype != "i64" else z)
+        s = _param_at(ctx, node, scale, x, i)
+        return mul(Cast(dt, v), s if s.dtype == dt else Cast(dt, s))
+    return [Tensor(x.shape, dt, fn)]
+
+
+@register("BitCast")
+def _bitcast(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    """BitCast between types of the same width: the input buffer is read as the output type (a
+    load of the same memory with another element type, as ``reinterpret_cast``)."""
+    from .ir import Buffer, Load, Var
+
+    x = ins[0]
+    assert x is not None
+    dt = ctx.out_dtype(node)
+    probe = [Var(f"_bc{k}") for k in range(x.rank)]
+    e = x[probe]
+    width = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8,
+             "u32": 4}
+    if not (isinstance(e, Load) and list(e.indices) == probe) or width.get(x.dtype) != width.get(dt):
+        raise bad(node, "to", f"BitCast {x.dtype} -> {dt} needs a same-width input read straight from memory")
+    buf = Buffer(e.buf.name, dt, e.buf.shape, e.buf.scope)
+    return [Tensor(x.shape, dt, lambda i: Load(buf, tuple(i)))]
