@@ -83,7 +83,20 @@ def _backward_slice(model: onnx.ModelProto, seeds: list[str]) -> list[str]:
             out.append(v)
         elif v in producer and producer[v].op_type not in ("Shape", "Size"):  # those read shapes, not values
             stack.extend(i for i in producer[v].input if i)
+            stack.extend(_subgraph_reads(producer[v]))
     return sorted(out)
+
+
+def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
+    """Names the subgraphs of ``node`` (If branches, Loop/Scan bodies) read, outer ones included."""
+    out: list[str] = []
+    for a in node.attribute:
+        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+        for g in graphs:
+            for n in g.node:
+                out.extend(i for i in n.input if i)
+                out.extend(_subgraph_reads(n))
+    return out
 
 
 def control_inputs(model: onnx.ModelProto) -> list[str]:
