@@ -4,8 +4,9 @@ Semantics: the ONNX specs. MaxPool's values keep ``ops_nn``'s lowering; ``Indice
 flat position of the first maximum of each window in the input tensor, row-major
 (``((n * C + c) * H + h) * W + w``), or with ``storage_order=1`` column-major over the spatial dims
 (``(n * C + c) * H * W + w * H + h``); padded taps never win. MaxUnpool scatters each input value
-to the flat output position its index names (the output is zero elsewhere); the output shape is
-the ``output_shape`` input when given, else ``(in - 1) * stride - pads + kernel`` per spatial dim.
+to the flat position its index names in the inferred shape ``(in - 1) * stride - pads + kernel``
+(zero elsewhere); a larger ``output_shape`` holds that result in its leading corner, zero-padded
+(as the reference implementation does).
 """
 
 from __future__ import annotations
@@ -75,17 +76,26 @@ def _max_unpool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
     out = ctx.out_shape(node)
     n_in = int(np.prod(x.shape))
     dt = x.dtype
+    ks = list(node.attr("kernel_shape"))
+    nd = len(ks)
+    st = list(node.attr("strides", [1] * nd))
+    pads = list(node.attr("pads", [0] * 2 * nd))
+    inferred = list(x.shape[:2]) + [(x.shape[2 + k] - 1) * st[k] - pads[k] - pads[nd + k] + ks[k] for k in range(nd)]
 
     def fn(i: list[Expr]) -> Expr:
         flat: Expr = Int(0)
-        for d, n in zip(i, out, strict=True):
+        for d, n in zip(i, inferred, strict=True):
             flat = add(mul(flat, n), d)
+        for d, n, m in zip(i, inferred, out, strict=True):  # beyond the inferred box: no index names it
+            if m > n:
+                flat = select(Bin("<", d, Int(n)), flat, Int(-2))
         rj = ctx.lowering.axis("ru", n_in)
         src = unravel(rj[0], x.shape)
         j = ind[src]
         j = j if j.dtype == "i64" else Cast("i64", j)
         last = Reduce("max", (rj,), select(Bin("==", j, flat), rj[0], Int(-1)), Int(-1))
-        v = x[unravel(select(Bin(">=", last, Int(0)), last, Int(0)), x.shape)]
         zero = Float(0.0, dt) if dt in ("f32", "f64") else Int(0, dt)
+        rk = ctx.lowering.axis("rv", n_in)  # the winner's value, read at loop indices (no data-dependent address)
+        v = Reduce("sum", (rk,), select(Bin("==", rk[0], last), x[unravel(rk[0], x.shape)], zero), zero)
         return select(Bin(">=", last, Int(0)), v, zero)
     return [Tensor(out, dt, fn)]

@@ -143,3 +143,20 @@ def infer_stft(ctx: InferContext) -> list[TensorType]:
     frames = (x[1] - flen[0]) // step[0] + 1
     bins = flen[0] // 2 + 1 if int(ctx.attr("onesided", 1)) else flen[0]
     return [ctx.type(0).with_shape((x[0], frames, bins, 2))]
+
+
+@op("MaxUnpool", kind="opaque")
+def infer_max_unpool(ctx: InferContext) -> list[TensorType]:
+    """MaxUnpool: the ``output_shape`` input when known, else per spatial dim
+    ``(in - 1) * stride - pad_begin - pad_end + kernel`` (ONNX spec)."""
+    given = ctx.ints(2) if ctx.has(2) else None
+    if given is not None:
+        return [ctx.type(0).with_shape(tuple(given))]
+    x = ctx.shape(0)
+    ks = list(ctx.attr("kernel_shape"))
+    nd = len(ks)
+    st = list(ctx.attr("strides", [1] * nd))
+    pads = list(ctx.attr("pads", [0] * 2 * nd))
+    sp: list[Dim] = [(d - 1) * s - pads[k] - pads[nd + k] + kk if isinstance(d, int) else f"{ctx.node.outputs[0].name}_d{k}"
+                     for k, (d, s, kk) in enumerate(zip(x[2:], st, ks, strict=True))]
+    return [ctx.type(0).with_shape((x[0], x[1], *sp))]
