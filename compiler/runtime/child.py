@@ -50,15 +50,15 @@ def main(d: Path) -> int:
             arrays[name] = arena[b["offset"]:b["offset"] + nbytes].view(dt).reshape(shape)
         elif b["kind"] == "input":
             src = inputs[name]
-            arrays[name] = _aligned(max(src.nbytes, 1)).view(src.dtype)[:src.size].reshape(src.shape)
+            arrays[name] = _aligned(max(src.nbytes, src.itemsize)).view(src.dtype)[:src.size].reshape(src.shape)
             arrays[name][...] = src
         else:
-            arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, 1)).view(dt)[
+            arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, dt.itemsize)).view(dt)[
                 :int(np.prod(shape, dtype=np.int64))].reshape(shape)
     consts = {}
     for k, f in man["consts"].items():  # copied next to slack, like every other buffer
         c = np.load(d / f)
-        consts[k] = _aligned(max(c.nbytes, 1)).view(c.dtype)[:c.size].reshape(c.shape)
+        consts[k] = _aligned(max(c.nbytes, c.itemsize)).view(c.dtype)[:c.size].reshape(c.shape)
         consts[k][...] = c
     calls = []
     keep = []
