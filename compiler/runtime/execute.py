@@ -143,6 +143,32 @@ def with_input_shapes(proto: Any, input_shapes: Mapping[str, Sequence[int]] | No
     return out
 
 
+def prepare_model(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Any:
+    """The ONNX-level preparation before import (a new ModelProto; ``proto`` is not modified):
+    models below opset 7 upgraded (:func:`upgrade_opset`), the input shapes written into the graph
+    inputs, then, repeated while anything changes (bodies may hold more): statically resolvable
+    If/Loop/Scan inlined or unrolled (``compiler.frontend.control_flow``), LSTM/GRU/RNN unrolled
+    (``compiler.frontend.unroll_rnn``), function ops without a lowering expanded
+    (``compiler.frontend.expand``). A model without any of these comes back equivalent.
+    Raises CompileError(stage="import") naming the node that cannot be prepared."""
+    from ..frontend.control_flow import resolve_control_flow
+    from ..frontend.expand import expand_functions
+    from ..frontend.unroll_rnn import unroll_rnns
+
+    proto = upgrade_opset(proto)
+    proto = with_input_shapes(proto, input_shapes)
+    for _ in range(3):
+        before = proto.SerializeToString()
+        try:
+            proto = unroll_rnns(resolve_control_flow(proto))
+        except ValueError as e:
+            raise CompileError("import", str(e)) from None
+        proto = expand_functions(proto, keep=has_lowering)
+        if proto.SerializeToString() == before:
+            break
+    return proto
+
+
 def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None, *, pipeline: str = "O2",
                     target: str = "host") -> Program:
     """Compile ``model`` (ModelProto, bytes or path) for ``input_shapes`` ({input: shape}).
@@ -153,9 +179,6 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     from ..build import compile_all, lower_graph
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
-    from ..frontend.control_flow import resolve_control_flow
-    from ..frontend.expand import expand_functions
-    from ..frontend.unroll_rnn import unroll_rnns
     from ..passes import PassContext
     from ..passes.manager import run_pipeline
     from ..passes.pipeline import parse_pipeline
@@ -164,17 +187,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     stage = "import"
     try:
         proto, _ = read_model(model)
-        proto = upgrade_opset(proto)
-        proto = with_input_shapes(proto, input_shapes)
-        for _ in range(3):  # bodies and function bodies may hold further control flow or RNNs
-            before = proto.SerializeToString()
-            try:
-                proto = unroll_rnns(resolve_control_flow(proto))
-            except ValueError as e:
-                raise CompileError("import", str(e)) from None
-            proto = expand_functions(proto, keep=has_lowering)
-            if proto.SerializeToString() == before:
-                break
+        proto = prepare_model(proto, input_shapes)
         graph = import_model(proto)
         stage = "shape"
         specialize(graph, input_shapes)
