@@ -265,6 +265,11 @@ def compile(
                         "inputs": ins, "outputs": outs}
         events.emit("compile.started", model=result.model, target=target, pipeline=result.pipeline,
                     compiler_version=__version__)
+        from .runtime.execute import (
+            prepare_model,  # If/Loop/Scan, LSTM/GRU/RNN, function ops (issue 6)
+        )
+
+        proto = prepare_model(proto, input_shapes)
         graph = import_model(proto)
         stage = "shape"
         specialize(graph, input_shapes)

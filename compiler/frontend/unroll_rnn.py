@@ -228,8 +228,8 @@ def _unroll(node: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.
 
 def unroll_rnns(model: ModelProto) -> ModelProto:
     """A copy of ``model`` with every top-level LSTM/GRU/RNN node unrolled (see module docstring).
-    Needs the static shapes of their inputs (``onnx.shape_inference``); raises ValueError naming
-    the node for an unsupported attribute or an input whose shape is unknown."""
+    A node whose X, W or R shape is not static is left as it is; raises ValueError naming the node
+    for an unsupported attribute."""
     if not any(n.op_type in GATES and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -259,9 +259,9 @@ def unroll_rnns(model: ModelProto) -> ModelProto:
         if n.op_type not in GATES or n.domain not in ("", "ai.onnx"):
             nodes.append(n)
             continue
-        for k in (0, 1, 2):
-            if n.input[k] not in shapes:
-                raise ValueError(f"{n.op_type} node {n.name!r}: the shape of input {n.input[k]!r} is not static")
+        if any(n.input[k] not in shapes for k in (0, 1, 2)):
+            nodes.append(n)  # shapes not static (unbound input dims): specialization reports that
+            continue
         new, inits = _unroll(n, shapes, dtypes, opset)
         nodes.extend(new)
         out.graph.initializer.extend(inits)
