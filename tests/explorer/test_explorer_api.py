@@ -70,6 +70,13 @@ def test_events_page(client, make_compilation):
     assert detail["event_count"] == 3 and detail["url"] == f"/c/{comp.id}"
 
 
+def test_openapi_schema_has_no_warnings(tmp_path):
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "schema.yml"))
+    assert "CompilationOut" in (tmp_path / "schema.yml").read_text()
+
+
 @pytest.mark.django_db
 def test_openapi_schema(client):
     r = client.get("/api/schema", HTTP_ACCEPT="application/json")

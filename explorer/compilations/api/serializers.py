@@ -21,3 +21,63 @@ class CompilationRequest(serializers.Serializer):
 
 class UploadRequest(serializers.Serializer):
     model = serializers.FileField(help_text="the .onnx file (multipart field `model`)")
+
+
+# Response shapes, for the OpenAPI schema (the views return plain dicts from selectors).
+class TensorInfo(serializers.Serializer):
+    name = serializers.CharField()
+    dtype = serializers.CharField()
+    shape = serializers.ListField(child=serializers.JSONField(), help_text="int, symbolic name or null")
+
+
+class ModelOut(serializers.Serializer):
+    id = serializers.CharField(help_text="sha256 of the file's bytes")
+    sha256 = serializers.CharField()
+    name = serializers.CharField()
+    graph_name = serializers.CharField()
+    size = serializers.IntegerField(help_text="bytes")
+    opset = serializers.IntegerField()
+    ir_version = serializers.IntegerField()
+    producer = serializers.CharField()
+    node_count = serializers.IntegerField()
+    inputs = TensorInfo(many=True)
+    outputs = TensorInfo(many=True)
+    default_input_shapes = serializers.DictField(allow_null=True)
+    source = serializers.CharField(help_text='"upload" or "sample:<name>"')
+    created_at = serializers.DateTimeField()
+
+
+class CompilationOut(serializers.Serializer):
+    id = serializers.CharField(help_text="short public id, e.g. k3x9q2ab")
+    url = serializers.CharField(help_text="the page: /c/<id>")
+    api_url = serializers.CharField()
+    events_url = serializers.CharField()
+    ws_url = serializers.CharField()
+    model = ModelOut()
+    target = serializers.CharField()
+    pipeline = serializers.CharField(help_text="expanded pipeline text")
+    requested_pipeline = serializers.CharField()
+    input_shapes = serializers.DictField()
+    options = serializers.DictField()
+    compiler_version = serializers.CharField()
+    status = serializers.ChoiceField(["queued", "running", "succeeded", "failed"])
+    error = serializers.DictField(allow_null=True, help_text="the compile.failed payload")
+    attempts = serializers.IntegerField()
+    worker = serializers.CharField()
+    event_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    cached = serializers.BooleanField(required=False, help_text="POST only: served from the cache")
+
+
+class EventsPage(serializers.Serializer):
+    id = serializers.CharField()
+    status = serializers.CharField()
+    events = serializers.ListField(child=serializers.DictField(), help_text='{"seq","type","ts",...}')
+    complete = serializers.BooleanField()
+    next_after = serializers.IntegerField()
+
+
+class ErrorOut(serializers.Serializer):
+    error = serializers.CharField(help_text="one line naming what is wrong")

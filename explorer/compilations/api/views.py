@@ -1,5 +1,6 @@
 """HTTP API views: parse, call a service or selector, shape the response."""
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -7,7 +8,14 @@ from rest_framework.views import APIView
 
 from explorer.compilations import selectors
 from explorer.compilations.api.errors import error_response
-from explorer.compilations.api.serializers import CompilationRequest, UploadRequest
+from explorer.compilations.api.serializers import (
+    CompilationOut,
+    CompilationRequest,
+    ErrorOut,
+    EventsPage,
+    ModelOut,
+    UploadRequest,
+)
 from explorer.compilations.services import uploads
 from explorer.compilations.services.compilations import (
     InvalidRequest,
@@ -17,7 +25,8 @@ from explorer.compilations.services.compilations import (
 
 
 class ModelUploadView(APIView):
-    @extend_schema(request={"multipart/form-data": UploadRequest}, responses={200: dict, 201: dict})
+    @extend_schema(request={"multipart/form-data": UploadRequest},
+                   responses={200: ModelOut, 201: ModelOut, 400: ErrorOut, 413: ErrorOut})
     def post(self, request: Request) -> Response:
         """Upload an ONNX model. 201 with its metadata (200 if the same bytes were uploaded
         before); 413 over the size limit; 400 when the file is missing or not valid ONNX."""
@@ -37,6 +46,7 @@ class ModelUploadView(APIView):
 
 
 class ModelDetailView(APIView):
+    @extend_schema(responses={200: ModelOut, 404: ErrorOut})
     def get(self, request: Request, sha256: str) -> Response:
         """An uploaded model's metadata."""
         model = selectors.get_model(sha256)
@@ -46,7 +56,8 @@ class ModelDetailView(APIView):
 
 
 class CompilationListView(APIView):
-    @extend_schema(request=CompilationRequest, responses={200: dict, 201: dict})
+    @extend_schema(request=CompilationRequest,
+                   responses={200: CompilationOut, 201: CompilationOut, 400: ErrorOut})
     def post(self, request: Request) -> Response:
         """Start a compilation: 201 `{id, url, ...}`; 200 with `cached: true` when a succeeded
         compilation of the same model bytes, target, pipeline, shapes, options and compiler
@@ -70,12 +81,14 @@ class CompilationListView(APIView):
             return error_response(exc.message, 400, **{k: v for k, v in exc.details.items() if k != "message"})
         return Response(selectors.compilation_dict(comp, cached=cached), status=200 if cached else 201)
 
+    @extend_schema(responses=CompilationOut(many=True), operation_id="compilations_list")
     def get(self, request: Request) -> Response:
         """The 50 most recent compilations."""
         return Response([selectors.compilation_dict(c) for c in selectors.recent_compilations()])
 
 
 class CompilationDetailView(APIView):
+    @extend_schema(responses={200: CompilationOut, 404: ErrorOut})
     def get(self, request: Request, compilation_id: str) -> Response:
         """A compilation's request, status, error and event count."""
         comp = selectors.get_compilation(compilation_id)
@@ -91,7 +104,8 @@ class CompilationEventsView(APIView):
         parameters=[
             OpenApiParameter("after", int, description="return events with seq > after (default -1)"),
             OpenApiParameter("limit", int, description=f"at most this many (default and max {selectors.EVENT_PAGE_MAX})"),
-        ]
+        ],
+        responses={200: EventsPage, 400: ErrorOut, 404: ErrorOut},
     )
     def get(self, request: Request, compilation_id: str) -> Response:
         """Stored events after a seq: `{"events": [...], "complete": bool, "next_after": seq,
@@ -116,20 +130,34 @@ class CompilationEventsView(APIView):
 class CatalogView(APIView):
     kind = ""
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         """What the compiler offers: targets, passes (name, doc, options) or pipelines (presets and
         their expansion)."""
         return Response(selectors.catalog(self.kind))
 
 
+class TargetsView(CatalogView):
+    kind = "targets"
+
+
+class PassesView(CatalogView):
+    kind = "passes"
+
+
+class PipelinesView(CatalogView):
+    kind = "pipelines"
+
+
 class SampleListView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         """The real sample models this server knows (`available`: already fetched here)."""
         return Response(selectors.samples())
 
 
 class SampleModelView(APIView):
-    @extend_schema(request=None, responses={200: dict, 201: dict})
+    @extend_schema(request=None, responses={200: ModelOut, 201: ModelOut, 400: ErrorOut, 404: ErrorOut})
     def post(self, request: Request, name: str) -> Response:
         """Register a sample as an uploaded model (fetching it if needed) without uploading it;
         then POST /api/compilations with its id. 404 for an unknown sample."""
@@ -143,6 +171,7 @@ class SampleModelView(APIView):
 
 
 class HealthView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         """200 `{"status": "ok"}` once the web server answers (used by `make run`)."""
         return Response({"status": "ok"})
