@@ -17,6 +17,9 @@ that an ``If`` condition or a ``Loop`` trip count is computed from (``control_in
 branch is chosen, or the loop unrolled, at compile time. Every other input stays a runtime
 input of the compiled code.
 
+float16: a model with float16 inputs, outputs or initializers is computed in float32 (float16 at
+the boundary: inputs widened, outputs rounded to nearest even; ``compiler.frontend.float16``).
+
 Options (keyword arguments of ``prepare``/``run_model``/``run_node``):
     pipeline: pass pipeline text or preset (default ``"O2"``).
     target: compilation target (default ``"host"``; it must be runnable here).
@@ -133,6 +136,11 @@ class PrismRep(BackendRep):
 
     def __init__(self, model: onnx.ModelProto, *, pipeline: str = "O2", target: str = "host",
                  isolate: bool = True, timeout_s: float = 300.0) -> None:
+        from .frontend.float16 import F16, promote_float16, uses_float16
+
+        self.f16_outputs = [k for k, o in enumerate(model.graph.output) if o.type.tensor_type.elem_type == F16]
+        if uses_float16(model):  # float16 storage, float32 compute (compiler.frontend.float16)
+            model = promote_float16(model)
         self.model = model
         self.pipeline = pipeline
         self.target = target
@@ -185,6 +193,8 @@ class PrismRep(BackendRep):
             outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
         else:
             outs = run_program(prog, arrays)
+        for k in self.f16_outputs:
+            outs[k] = np.asarray(outs[k]).astype(np.float16)
         return namedtupledict("Outputs", self.output_names)(*outs)
 
 

@@ -170,3 +170,15 @@ def test_silero_vad_with_if_and_lstm_matches_onnxruntime():
             assert a.shape == b.shape
             np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
         state = ref[1]
+
+
+def test_float16_is_computed_in_float32_and_returned_as_float16():
+    x = (np.random.default_rng(8).standard_normal((3, 5)) * 4).astype(np.float16)
+    t = helper.make_tensor_value_info
+    m = _model([helper.make_node("Abs", ["x"], ["a"]), helper.make_node("Max", ["a", "c"], ["y"])],
+               [t("x", TensorProto.FLOAT16, [3, 5])], [t("y", TensorProto.FLOAT16, [3, 5])],
+               inits=[("c", np.array(1.5, np.float16))])
+    (y,) = PrismBackend.prepare(m, isolate=False).run([x])
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y, ref)
