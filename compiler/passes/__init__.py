@@ -7,6 +7,7 @@ the reason; a pipeline that names it fails with that reason, other pipelines sti
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Any
 
 from .base import REGISTRY, Option, Pass, PassContext, PassResult, Remark, register
@@ -24,14 +25,22 @@ PASS_MODULES: dict[str, str] = {
 
 _UNAVAILABLE: dict[str, str] = {}
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def load_passes() -> None:
-    """Import every pass module once (idempotent)."""
+    """Import every pass module once (idempotent, thread-safe: a caller returns only after every
+    module has been imported, so concurrent first calls never see a half-filled registry)."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
+    with _LOAD_LOCK:
+        if not _LOADED:
+            _load_all()
+            _LOADED = True
+
+
+def _load_all() -> None:
     for name, module in PASS_MODULES.items():
         try:
             importlib.import_module(f"{__name__}.{module}")
