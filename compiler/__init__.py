@@ -1,7 +1,7 @@
 """Prism's compiler: ONNX -> graph IR -> passes -> loop IR -> LLVM IR -> native code.
 
 Public API (the explorer service relies on exactly this): :func:`compile`, :class:`CompileResult`,
-:func:`inspect_model`, :func:`validate_request`, :func:`list_passes`, :func:`list_pipelines`,
+:func:`inspect_model`, :func:`validate_request`, :func:`expand_pipeline`, :func:`list_passes`, :func:`list_pipelines`,
 :func:`list_targets`, :class:`CompileError`, ``__version__``; sample models in
 :mod:`compiler.samples`.
 """
@@ -10,6 +10,7 @@ from .api import (
     CompileResult,
     __version__,
     compile,
+    expand_pipeline,
     inspect_model,
     list_passes,
     list_pipelines,
@@ -23,6 +24,7 @@ __all__ = [
     "CompileResult",
     "__version__",
     "compile",
+    "expand_pipeline",
     "inspect_model",
     "list_passes",
     "list_pipelines",

@@ -90,6 +90,15 @@ def list_pipelines() -> list[dict[str, str]]:
     return _lp()
 
 
+def expand_pipeline(text: str) -> str:
+    """The canonical expanded text of a pipeline or preset (``"O1"`` -> ``"fold-constants,..."``).
+
+    Raises CompileError(stage="request") naming an unknown pass or option and listing the valid
+    ones, or a syntax error in the text.
+    """
+    return parse_pipeline(text).text()
+
+
 def list_passes() -> list[dict[str, Any]]:
     """``[{"name", "doc", "options": [{"name", "type", "default", "doc"}]}]`` for every pass."""
     from .passes import list_passes as _lp

@@ -133,6 +133,8 @@ export const api = {
   targets: () => request<Target[]>("GET", "/api/targets"),
   passes: () => request<PassInfo[]>("GET", "/api/passes"),
   pipelines: () => request<Pipeline[]>("GET", "/api/pipelines"),
+  /** The server's check of pipeline text: its expansion, or an ApiError naming the problem. */
+  validatePipeline: (pipeline: string) => request<{ pipeline: string }>("POST", "/api/pipelines/validate", { pipeline }),
   samples: () => request<Sample[]>("GET", "/api/samples"),
   useSample: (name: string) => request<ModelMeta>("POST", `/api/samples/${encodeURIComponent(name)}/model`),
   compile: (req: CreateCompilation) => request<{ id: string; url: string; cached?: boolean }>("POST", "/api/compilations", req),

@@ -118,6 +118,22 @@ def test_catalog_comes_from_the_compiler(client):
     assert "O2" in {p["name"] for p in client.get("/api/pipelines").json()}
 
 
+def test_pipeline_validation_expands_presets_and_names_what_is_wrong(client):
+    r = client.post("/api/pipelines/validate", {"pipeline": "O1"}, content_type="application/json")
+    assert r.status_code == 200
+    assert r.json() == {"pipeline": "fold-constants,simplify,eliminate-dead-code"}
+    text = "fold-constants,fuse-ops{max-group-size=8}"
+    r = client.post("/api/pipelines/validate", {"pipeline": text}, content_type="application/json")
+    assert r.json() == {"pipeline": text}
+    r = client.post("/api/pipelines/validate", {"pipeline": "fold-constant"}, content_type="application/json")
+    assert r.status_code == 400
+    assert "unknown pass 'fold-constant'" in r.json()["error"] and "fold-constants" in r.json()["error"]
+    r = client.post("/api/pipelines/validate", {"pipeline": "fuse-ops{bogus=1}"},
+                    content_type="application/json")
+    assert r.status_code == 400 and "unknown option 'bogus'" in r.json()["error"]
+    assert client.post("/api/pipelines/validate", {}, content_type="application/json").status_code == 400
+
+
 @pytest.mark.django_db
 def test_upload_stores_the_bytes_once_under_a_generated_name(client, settings):
     from pathlib import Path

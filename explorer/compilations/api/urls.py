@@ -12,6 +12,7 @@ urlpatterns = [
     path("targets", views.TargetsView.as_view()),
     path("passes", views.PassesView.as_view()),
     path("pipelines", views.PipelinesView.as_view()),
+    path("pipelines/validate", views.PipelineValidateView.as_view()),
     path("samples", views.SampleListView.as_view()),
     path("samples/<str:name>/model", views.SampleModelView.as_view()),
     path("health", views.HealthView.as_view()),

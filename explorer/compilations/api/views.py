@@ -149,6 +149,20 @@ class PipelinesView(CatalogView):
     kind = "pipelines"
 
 
+class PipelineValidateView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT, 400: ErrorOut})
+    def post(self, request: Request) -> Response:
+        """Check pipeline text (or a preset name) without compiling: 200 `{"pipeline": expanded
+        text}`, or 400 naming the unknown pass or option and listing the valid ones."""
+        text = request.data.get("pipeline") if isinstance(request.data, dict) else None
+        if not isinstance(text, str):
+            return error_response("field 'pipeline' (text) is required", 400)
+        expanded, error = selectors.expand_pipeline(text)
+        if error is not None:
+            return error_response(error, 400)
+        return Response({"pipeline": expanded})
+
+
 class SampleListView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:

@@ -1,9 +1,10 @@
 /**
  * Pipeline picker: presets (O0..O3) show their expansion; editing the text makes a custom
- * pipeline, checked as you type against the server's pass list (GET /api/passes). The server
- * checks it again on submit and its message is shown here.
+ * pipeline, checked as you type against the server's pass list (GET /api/passes), then by the
+ * server itself (POST /api/pipelines/validate, which also checks option values); the server checks
+ * it again on submit and its message is shown here.
  */
-import type { PassInfo, Pipeline } from "../api";
+import { api, type PassInfo, type Pipeline } from "../api";
 import { h, replace } from "../dom";
 import { splitPipeline } from "../pipeline";
 
@@ -42,11 +43,24 @@ export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineF
       h("dd", null, (p.doc || "").split("\n")[0]),
     ])));
   const preset = () => presets.find((p) => p.name === sel.value);
+  let asked = 0;
   const check = () => {
     const problem = pipelineProblem(text.value, passes);
     note.className = `pipeline-note ${problem ? "error" : "muted"}`;
     const p = preset();
     replace(note, problem ?? (p ? `${p.name} expands to ${splitPipeline(p.text).length} passes (shown above).` : `${splitPipeline(text.value).length} passes.`));
+    if (problem || p || !text.value.trim()) return;
+    const mine = ++asked;
+    api.validatePipeline(text.value.trim()).then(
+      (ok) => {
+        if (mine === asked) replace(note, `${splitPipeline(ok.pipeline).length} passes, checked by the server.`);
+      },
+      (err: unknown) => {
+        if (mine !== asked) return;
+        note.className = "pipeline-note error";
+        replace(note, err instanceof Error ? err.message : String(err));
+      },
+    );
   };
   sel.addEventListener("change", () => {
     const p = preset();
