@@ -20,7 +20,7 @@ from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, land, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, const_input, register
 from .ops_nn import COMPLEX_OPS
 from .ops_reduce import identity, red
-from .tensor import Tensor, clamp, norm_axis, unravel
+from .tensor import Tensor, clamp, norm_axis
 
 COMPLEX_OPS.update({"ScatterND", "ScatterElements", "CumSum"})
 
@@ -69,7 +69,6 @@ def _scatter(ctx: LowerCtx, node: Node, data: Tensor, upd_shape: tuple[int, ...]
         raise bad(node, "reduction", f"reduction {red_mode!r} is not supported")
     lw = ctx.lowering
     axes = [lw.axis("rs", n) for n in upd_shape]
-    total = int(np.prod(upd_shape)) if upd_shape else 1
 
     def fn(i: list[Expr]) -> Expr:
         j = [v for v, _ in axes]
@@ -79,8 +78,15 @@ def _scatter(ctx: LowerCtx, node: Node, data: Tensor, upd_shape: tuple[int, ...]
             for v, n in axes:
                 flat = add(mul(flat, n), v)
             last = Reduce("max", tuple(axes), select(hit, flat, Int(-1)), Int(-1))
-            jj = unravel(clamp(last, 0, max(total - 1, 0)), upd_shape)
-            return select(Bin(">=", last, Int(0)), value(jj, i), data[i])
+            # the winning update's value, read at loop indices (no address computed from a reduction)
+            axes2 = [lw.axis("rw", n) for n in upd_shape]
+            j2 = [v for v, _ in axes2]
+            flat2: Expr = Int(0)
+            for v, n in axes2:
+                flat2 = add(mul(flat2, n), v)
+            zero = _zero(data.dtype)
+            won = Reduce("sum", tuple(axes2), select(Bin("==", flat2, last), value(j2, i), zero), zero)
+            return select(Bin(">=", last, Int(0)), won, data[i])
         comb = _COMB[red_mode]
         r = red(comb, axes, select(hit, value(j, i), identity(comb, data.dtype)))
         d = data[i]
