@@ -9,6 +9,10 @@ ONNX Runtime ms (median), ratio Prism/ONNX Runtime, max abs error (and pass/fail
 verification, rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen,
 wall). The last line is the geometric mean of the ratios over the models that ran. Timings are
 single-thread medians and noisy on a shared machine: compare ratios from one run.
+
+``python -m compiler.bench --kernels`` instead times the micro-kernel Conv (with its im2col) on
+typical ResNet/Inception layers against numpy's matmul (OpenBLAS sgemm; set
+``OPENBLAS_NUM_THREADS=1``) on the same GEMM shape, alternating the two, in GFLOP/s.
 """
 
 from __future__ import annotations
@@ -47,6 +51,66 @@ def bench_model(name: str, *, target: str = "host", pipeline: str = "O2") -> dic
     return row
 
 
+CONV_SHAPES = [  # (input NCHW, weight OIHW, pads): typical ResNet-50 / Inception layers
+    ((1, 64, 56, 56), (64, 64, 3, 3), 1), ((1, 96, 28, 28), (96, 96, 3, 3), 1),
+    ((1, 256, 14, 14), (256, 256, 3, 3), 1), ((1, 512, 7, 7), (512, 512, 3, 3), 1),
+    ((1, 256, 56, 56), (64, 256, 1, 1), 0), ((1, 1024, 14, 14), (256, 1024, 1, 1), 0),
+]
+
+
+def bench_conv_kernels(repeats: int = 9) -> list[dict[str, Any]]:
+    """GFLOP/s of the micro-kernel Conv (incl. its im2col) against numpy's matmul (OpenBLAS sgemm,
+    set ``OPENBLAS_NUM_THREADS=1``) on the same GEMM (M = Co, K = Ci*KH*KW, N = OH*OW), one process."""
+    import numpy as np
+
+    from .codegen.compile import compile_kernel
+    from .ir import Graph, TensorType
+    from .runtime.jit import JitModule
+    from .schedule.microkernel import try_microkernel
+    from .targets import get_target
+
+    rng = np.random.default_rng(0)
+    tgt = get_target("host")
+    rows = []
+    for xs, ws, p in CONV_SHAPES:
+        g = Graph("b")
+        g.opset_imports = {"": 17}
+        x = g.add_input("x", TensorType.of(np.float32, xs))
+        w = g.add_constant("w", rng.standard_normal(ws).astype(np.float32))
+        n = g.add_node("Conv", [x, w], ["y"], {"pads": [p] * 4}, name="conv")
+        n.outputs[0].type = TensorType.of(np.float32, (1, ws[0], xs[2], xs[3]))
+        lk = try_microkernel(n, "conv", 17, tgt)
+        assert lk is not None
+        ck = compile_kernel(lk.func, tgt)
+        jit = JitModule([ck.obj])
+        arrays = []
+        for a in lk.args:
+            buf = np.zeros(a.buffer.numel + 1024, np.float32)
+            if a.kind == "const":
+                buf[:a.buffer.numel] = a.data.reshape(-1)
+            elif a.name == "x":
+                buf[:a.buffer.numel] = rng.standard_normal(a.buffer.numel)
+            arrays.append(buf)
+        fn, ptrs = jit.function(ck.symbol, len(arrays)), [a.ctypes.data for a in arrays]
+        m_, k_, n_ = ws[0], ws[1] * ws[2] * ws[3], xs[2] * xs[3]
+        am, bm = rng.standard_normal((m_, k_)).astype(np.float32), rng.standard_normal((k_, n_)).astype(np.float32)
+        ours, theirs = [], []
+        fn(*ptrs)
+        am @ bm
+        for _ in range(repeats):  # alternate, so both see the same load
+            t = time.perf_counter()
+            fn(*ptrs)
+            ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            am @ bm
+            theirs.append(time.perf_counter() - t)
+        flops = 2 * m_ * k_ * n_
+        rows.append({"conv": f"{xs[1]}->{ws[0]} {ws[2]}x{ws[3]} @{xs[2]}x{xs[3]}", "gemm": f"{m_}x{k_}x{n_}",
+                     "prism_gflops": flops / float(np.median(ours)) / 1e9,
+                     "openblas_gflops": flops / float(np.median(theirs)) / 1e9})
+    return rows
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     head = f"{'model':<20} {'Prism ms':>9} {'ORT ms':>9} {'ratio':>6} {'max error':>10} {'verified':>8} {'compile s':>9}"
     lines = [head, "-" * len(head)]
@@ -71,7 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="host")
     ap.add_argument("--pipeline", default="O2")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    ap.add_argument("--kernels", action="store_true",
+                    help="instead of models: micro-kernel Conv GFLOP/s against OpenBLAS sgemm on the same GEMM")
     args = ap.parse_args(argv)
+    if args.kernels:
+        krows = bench_conv_kernels()
+        if args.json:
+            print(json.dumps(krows, indent=1))
+        else:
+            print(f"{'conv':<24} {'GEMM MxKxN':<16} {'Prism GFLOP/s':>14} {'OpenBLAS GFLOP/s':>17}")
+            for r in krows:
+                print(f"{r['conv']:<24} {r['gemm']:<16} {r['prism_gflops']:>14.1f} {r['openblas_gflops']:>17.1f}")
+        return 0
     rows = []
     for name in [m for m in args.models.split(",") if m]:
         row = bench_model(name, target=args.target, pipeline=args.pipeline)
