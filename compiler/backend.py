@@ -17,6 +17,9 @@ that an ``If`` condition or a ``Loop`` trip count is computed from (``control_in
 branch is chosen, or the loop unrolled, at compile time. Every other input stays a runtime
 input of the compiled code.
 
+Data-dependent lengths: a NonZero or Compress whose result is a graph output is compiled as a
+padded result plus a count, and the output is trimmed to the count (``compiler.frontend.bounded``).
+
 float16: a model with float16 inputs, outputs or initializers is computed in float32 (float16 at
 the boundary: inputs widened, outputs rounded to nearest even; ``compiler.frontend.float16``).
 
@@ -150,6 +153,7 @@ class PrismRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self.output_names = [o.name for o in model.graph.output]
         self.programs: dict[tuple[Any, ...], Program] = {}
+        self.trims: dict[int, list[tuple[int, str, int]]] = {}  # per program: bounded outputs to trim
         self.value_inputs = shape_inputs(model)
         self.control_inputs = [n for n in control_inputs(model) if n not in self.value_inputs]
 
@@ -177,10 +181,15 @@ class PrismRep(BackendRep):
             tuple((n, v.tobytes()) for n, v in vals.items())
         prog = self.programs.get(key)
         if prog is None:
+            from .frontend.bounded import bound_outputs
+
             model = bind_values(self.model, vals) if vals else self.model
             shapes = {n: list(a.shape) for n, a in named.items() if n not in vals}
+            known = dict(shapes, **{t.name: list(t.dims) for t in model.graph.initializer})
+            model, trims = bound_outputs(model, known, {n: a.dtype for n, a in named.items()})
             prog = compile_program(model, shapes, pipeline=self.pipeline, target=self.target)
             self.programs[key] = prog
+            self.trims[id(prog)] = trims
         return prog, [a for n, a in named.items() if n not in vals]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -193,6 +202,12 @@ class PrismRep(BackendRep):
             outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
         else:
             outs = run_program(prog, arrays)
+        trims = self.trims.get(id(prog), [])
+        if trims:  # bounded outputs (compiler.frontend.bounded): keep the valid prefix, drop the counts
+            counts = outs[len(self.output_names):]
+            for (k, _name, axis), n in zip(trims, counts, strict=True):
+                outs[k] = np.take(np.asarray(outs[k]), np.arange(int(n)), axis=axis)
+            outs = outs[:len(self.output_names)]
         for k in self.f16_outputs:
             outs[k] = np.asarray(outs[k]).astype(np.float16)
         return namedtupledict("Outputs", self.output_names)(*outs)

@@ -182,3 +182,16 @@ def test_float16_is_computed_in_float32_and_returned_as_float16():
     ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
     assert y.dtype == np.float16
     np.testing.assert_array_equal(y, ref)
+
+
+def test_nonzero_output_length_follows_the_data_with_one_program():
+    t = helper.make_tensor_value_info
+    m = _model([helper.make_node("NonZero", ["x"], ["y"])], [t("x", TensorProto.FLOAT, [3, 4])],
+               [t("y", TensorProto.INT64, None)])
+    rep = PrismBackend.prepare(m, isolate=False)
+    ev = ReferenceEvaluator(m)
+    for seed in (0, 1, 2):
+        x = np.random.default_rng(seed).integers(0, 2, (3, 4)).astype(np.float32)
+        (y,) = rep.run([x])
+        np.testing.assert_array_equal(y, ev.run(None, {"x": x})[0])
+    assert len(rep.programs) == 1

@@ -1,0 +1,143 @@
+"""Data-dependent output lengths as bounded (padded) outputs plus a count, trimmed by the runtime.
+
+NonZero and Compress produce as many elements as the data selects; a static-shape compiler cannot
+size that buffer at compile time. As XLA does with bounded dynamic shapes, :func:`bound_outputs`
+rewrites such a node whose result is a graph output (and feeds nothing else) into standard ops
+that compute the result padded to its upper bound (every element selected) and the number of
+valid entries; the caller slices the output to that count. The selection is data-parallel: the
+``k``-th selected element is the one whose inclusive prefix count of the mask is ``k + 1``
+(``CumSum``), gathered with ``Where`` + ``ReduceSum`` over a one-hot ``[bound, n]`` match (exact:
+one term per output element). NonZero: the padded ``[rank, numel]`` coordinates (row-major
+order); Compress: the padded input along ``axis`` (flattened without ``axis``; a shorter
+condition selects nothing beyond its length). Models of opset 11 and later (CumSum).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, NodeProto, helper, numpy_helper
+
+
+class _B:
+    def __init__(self, prefix: str, opset: int) -> None:
+        self.prefix, self.opset, self.n = prefix, opset, 0
+        self.nodes: list[NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def name(self, base: str) -> str:
+        self.n += 1
+        return f"{self.prefix}_{base}_{self.n}"
+
+    def const(self, arr: Any) -> str:
+        nm = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), nm))
+        return nm
+
+    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
+        out = out or self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    def unsqueeze(self, x: str, axes: list[int]) -> str:
+        if self.opset < 13:
+            return self.op("Unsqueeze", [x], axes=axes)
+        return self.op("Unsqueeze", [x, self.const(np.array(axes, np.int64))])
+
+    def reduce_sum(self, x: str, axes: list[int], out: str | None = None) -> str:
+        if self.opset < 13:
+            return self.op("ReduceSum", [x], out, axes=axes, keepdims=0)
+        return self.op("ReduceSum", [x, self.const(np.array(axes, np.int64))], out, keepdims=0)
+
+    def select_matrix(self, mask: str, n: int) -> str:
+        """``hit[j, i]``: element ``i`` is selected and is the ``j``-th selected one. ``[n, n]`` bool."""
+        m64 = self.op("Cast", [mask], to=onnx.TensorProto.INT64)
+        rank = self.op("Sub", [self.op("CumSum", [m64, self.const(np.array(0, np.int64))]),
+                               self.const(np.array(1, np.int64))])
+        same = self.op("Equal", [self.unsqueeze(rank, [0]), self.const(np.arange(n, dtype=np.int64).reshape(n, 1))])
+        return self.op("And", [same, self.unsqueeze(mask, [0])])
+
+
+def _nonzero(b: _B, node: NodeProto, shape: list[int], count: str) -> None:
+    n = int(np.prod(shape))
+    flat = b.op("Reshape", [node.input[0], b.const(np.array([n], np.int64))])
+    mask = b.op("Cast", [flat], to=onnx.TensorProto.BOOL)
+    hit = b.select_matrix(mask, n)  # [n(j), n(f)]
+    coords = np.indices(shape).reshape(len(shape), n).astype(np.int64)  # [rank, n(f)]
+    picked = b.op("Where", [b.unsqueeze(hit, [0]), b.const(coords.reshape(len(shape), 1, n)),
+                            b.const(np.array(0, np.int64))])
+    b.reduce_sum(picked, [2], node.output[0])
+    b.reduce_sum(b.op("Cast", [mask], to=onnx.TensorProto.INT64), [0], count)
+
+
+def _compress(b: _B, node: NodeProto, shape: list[int], cond_len: int, dtype: np.dtype, count: str
+              ) -> int:
+    axis = None
+    for a in node.attribute:
+        if a.name == "axis":
+            axis = int(a.i)
+    x = node.input[0]
+    if axis is None:
+        x = b.op("Reshape", [x, b.const(np.array([int(np.prod(shape))], np.int64))])
+        shape, axis = [int(np.prod(shape))], 0
+    r = len(shape)
+    axis %= r
+    n = shape[axis]
+    mask = b.op("Cast", [node.input[1]], to=onnx.TensorProto.BOOL)
+    if cond_len < n:
+        mask = b.op("Concat", [mask, b.const(np.zeros(n - cond_len, bool))], axis=0)
+    elif cond_len > n:
+        mask = b.op("Slice", [mask, b.const(np.array([0], np.int64)), b.const(np.array([n], np.int64)),
+                              b.const(np.array([0], np.int64))])
+    hit = b.select_matrix(mask, n)  # [n(j), n(i)]
+    perm = [k for k in range(r) if k != axis] + [axis]
+    xt = b.unsqueeze(b.op("Transpose", [x], perm=perm), [r - 1])  # [..., 1, n(i)]
+    picked = b.op("Where", [hit, xt, b.const(np.zeros((), dtype))])  # [..., n(j), n(i)]
+    summed = b.reduce_sum(picked, [r])  # [..., n(j)]
+    inv = [perm.index(k) for k in range(r)]
+    b.op("Transpose", [summed], node.output[0], perm=inv)
+    b.reduce_sum(b.op("Cast", [mask], to=onnx.TensorProto.INT64), [0], count)
+    return axis
+
+
+def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype]
+                  ) -> tuple[ModelProto, list[tuple[int, str, int]]]:
+    """Rewrite NonZero/Compress nodes whose output is a graph output only (see the module
+    docstring). Returns the new model (with one extra int64 scalar output per rewritten node) and
+    ``[(graph output index, count output name, axis to trim)]``; the model itself when none applies."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    outs = [o.name for o in model.graph.output]
+    used = {i for n in model.graph.node for i in n.input}
+    todo = [n for n in model.graph.node if n.op_type in ("NonZero", "Compress") and n.domain in ("", "ai.onnx")
+            and n.output[0] in outs and n.output[0] not in used and n.input[0] in shapes
+            and (n.op_type == "NonZero" or n.input[1] in shapes)]
+    if opset < 11 or not todo:
+        return model, []
+    out = ModelProto()
+    out.CopyFrom(model)
+    trims = []
+    nodes: list[NodeProto] = []
+    for n in out.graph.node:
+        if not any(n.output[0] == t.output[0] for t in todo):
+            nodes.append(n)
+            continue
+        b = _B(f"{n.name or n.op_type}_bounded", opset)
+        count = f"{n.output[0]}__count"
+        if n.op_type == "NonZero":
+            _nonzero(b, n, shapes[n.input[0]], count)
+            axis = 1
+        else:
+            axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.float32),
+                             count)
+        nodes.extend(b.nodes)
+        out.graph.initializer.extend(b.inits)
+        out.graph.output.append(helper.make_tensor_value_info(count, onnx.TensorProto.INT64, []))
+        for k, o in enumerate(out.graph.output):
+            if o.name == n.output[0]:
+                o.type.tensor_type.ClearField("shape")
+                trims.append((k, count, axis))
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out, trims
