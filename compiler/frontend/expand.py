@@ -76,11 +76,15 @@ def _add_defaults(node: NodeProto, schema: object) -> None:
 
 def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_rounds: int = 6) -> ModelProto:
     """A copy of ``model`` with every top-level node that ``keep`` rejects and whose op has a
-    function body replaced by that body (see the module docstring). ``model`` is not modified."""
+    function body replaced by that body (see the module docstring); ``model`` itself when every
+    node is kept. ``model`` is not modified."""
     from onnx.backend.test.case.node import function_expand_helper
 
+    if all(keep(n) for n in model.graph.node):
+        return model
     out = ModelProto()
     out.CopyFrom(model)
+    any_change = False
     for rnd in range(max_rounds):
         todo = [i for i, n in enumerate(out.graph.node) if not keep(n)]
         if not todo:
@@ -104,8 +108,9 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
                 if _opset(out, imp.domain or "") is None:
                     out.opset_import.extend([imp])
             changed = True
-        del out.graph.node[:]
-        out.graph.node.extend(new_nodes)
         if not changed:
             break
-    return out
+        any_change = True
+        del out.graph.node[:]
+        out.graph.node.extend(new_nodes)
+    return out if any_change else model

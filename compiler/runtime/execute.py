@@ -132,6 +132,11 @@ def with_input_shapes(proto: Any, input_shapes: Mapping[str, Sequence[int]] | No
         return proto
     import onnx
 
+    declared = {vi.name: [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+                for vi in proto.graph.input if vi.type.HasField("tensor_type")}
+    if all(declared.get(n) == [int(d) for d in shape] for n, shape in input_shapes.items()):
+        return proto  # already static and equal: no copy
+
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     for vi in out.graph.input:
@@ -157,14 +162,14 @@ def prepare_model(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) 
 
     proto = upgrade_opset(proto)
     proto = with_input_shapes(proto, input_shapes)
-    for _ in range(3):
-        before = proto.SerializeToString()
+    for _ in range(3):  # each step returns its input object when it has nothing to do
+        before = proto
         try:
             proto = unroll_rnns(resolve_control_flow(proto))
         except ValueError as e:
             raise CompileError("import", str(e)) from None
         proto = expand_functions(proto, keep=has_lowering)
-        if proto.SerializeToString() == before:
+        if proto is before:
             break
     return proto
 
