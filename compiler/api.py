@@ -226,7 +226,10 @@ def _model_bytes(model: ModelSource) -> tuple[bytes | ModelProto, str]:
     if isinstance(model, str | os.PathLike):
         p = Path(model)
         if not p.is_file():
-            raise CompileError("import", f"model file {str(p)!r} does not exist")
+            from .samples import SAMPLES
+
+            hint = "" if p.suffix or os.sep in str(p) else f" and is not a sample (samples: {', '.join(SAMPLES)})"
+            raise CompileError("import", f"model file {str(p)!r} does not exist{hint}")
         return model, hashlib.sha256(p.read_bytes()).hexdigest()  # type: ignore[return-value]
     data = bytes(model)
     return data, hashlib.sha256(data).hexdigest()

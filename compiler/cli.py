@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader (e.g. `| head`) went away: stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:  # never a traceback for the user
         print(f"error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2

@@ -79,7 +79,7 @@ def _valid_passes() -> str:
     names = sorted(REGISTRY)
     missing = sorted(unavailable_passes())
     extra = f" (not available in this build: {', '.join(missing)})" if missing else ""
-    return ", ".join(names) + extra
+    return ", ".join(names) + extra + f"; presets: {', '.join(PRESETS)}"
 
 
 def _split_items(text: str) -> list[str]:
