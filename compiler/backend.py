@@ -17,7 +17,7 @@ that an ``If`` condition or a ``Loop`` trip count is computed from (``control_in
 branch is chosen, or the loop unrolled, at compile time. Every other input stays a runtime
 input of the compiled code.
 
-Data-dependent lengths: a NonZero or Compress whose result is a graph output is compiled as a
+Data-dependent lengths: a NonZero, Compress or Unique (no axis) whose results are graph outputs is compiled as a
 padded result plus a count, and the output is trimmed to the count (``compiler.frontend.bounded``).
 
 float16: a model with float16 inputs, outputs or initializers is computed in float32 (float16 at
@@ -204,9 +204,10 @@ class PrismRep(BackendRep):
             outs = run_program(prog, arrays)
         trims = self.trims.get(id(prog), [])
         if trims:  # bounded outputs (compiler.frontend.bounded): keep the valid prefix, drop the counts
-            counts = outs[len(self.output_names):]
-            for (k, _name, axis), n in zip(trims, counts, strict=True):
-                outs[k] = np.take(np.asarray(outs[k]), np.arange(int(n)), axis=axis)
+            names = list(dict.fromkeys(name for _k, name, _a in trims))  # appended in this order
+            counts = dict(zip(names, outs[len(self.output_names):], strict=True))
+            for k, name, axis in trims:
+                outs[k] = np.take(np.asarray(outs[k]), np.arange(int(counts[name])), axis=axis)
             outs = outs[:len(self.output_names)]
         for k in self.f16_outputs:
             outs[k] = np.asarray(outs[k]).astype(np.float16)

@@ -1,6 +1,6 @@
 """Data-dependent output lengths as bounded (padded) outputs plus a count, trimmed by the runtime.
 
-NonZero and Compress produce as many elements as the data selects; a static-shape compiler cannot
+NonZero, Compress and Unique (without ``axis``) produce as many elements as the data selects; a static-shape compiler cannot
 size that buffer at compile time. As XLA does with bounded dynamic shapes, :func:`bound_outputs`
 rewrites such a node whose result is a graph output (and feeds nothing else) into standard ops
 that compute the result padded to its upper bound (every element selected) and the number of
@@ -9,7 +9,9 @@ valid entries; the caller slices the output to that count. The selection is data
 (``CumSum``), gathered with ``Where`` + ``ReduceSum`` over a one-hot ``[bound, n]`` match (exact:
 one term per output element). NonZero: the padded ``[rank, numel]`` coordinates (row-major
 order); Compress: the padded input along ``axis`` (flattened without ``axis``; a shorter
-condition selects nothing beyond its length). Models of opset 11 and later (CumSum).
+condition selects nothing beyond its length); Unique: an element is kept where no earlier one
+equals it, ranked by value (``sorted=1``) or by first occurrence; Y, indices and counts are padded,
+inverse_indices is exact. Models of opset 11 and later (CumSum).
 """
 
 from __future__ import annotations
@@ -102,6 +104,40 @@ def _compress(b: _B, node: NodeProto, shape: list[int], cond_len: int, dtype: np
     return axis
 
 
+def _unique(b: _B, node: NodeProto, shape: list[int], dtype: np.dtype, count: str) -> list[int]:
+    """Unique without ``axis``: padded Y, indices, counts (length = numel) and the exact inverse."""
+    n = int(np.prod(shape))
+    x = b.op("Reshape", [node.input[0], b.const(np.array([n], np.int64))])
+    eq = b.op("Equal", [b.unsqueeze(x, [1]), b.unsqueeze(x, [0])])  # [i, j]: x[i] == x[j]
+    before = b.const(np.tril(np.ones((n, n), bool), -1))  # j < i
+    dup = b.reduce_sum(b.op("Cast", [b.op("And", [eq, before])], to=onnx.TensorProto.INT64), [1])
+    first = b.op("Equal", [dup, b.const(np.array(0, np.int64))])  # [i]
+    first64 = b.op("Cast", [first], to=onnx.TensorProto.INT64)
+    sorted_ = next((int(a.i) for a in node.attribute if a.name == "sorted"), 1)
+    if sorted_:
+        less = b.op("Less", [b.unsqueeze(x, [0]), b.unsqueeze(x, [1])])  # [i, j]: x[j] < x[i]
+        rank = b.reduce_sum(b.op("Cast", [b.op("And", [less, b.unsqueeze(first, [0])])],
+                                 to=onnx.TensorProto.INT64), [1])
+    else:
+        rank = b.op("Sub", [b.op("CumSum", [first64, b.const(np.array(0, np.int64))]), b.const(np.array(1, np.int64))])
+    same = b.op("Equal", [b.unsqueeze(rank, [0]), b.const(np.arange(n, dtype=np.int64).reshape(n, 1))])
+    hit = b.op("And", [same, b.unsqueeze(first, [0])])  # [k, i]
+    outs = list(node.output) + [""] * 4
+    zero = b.const(np.array(0, np.int64))
+    if outs[0]:
+        b.reduce_sum(b.op("Where", [hit, b.unsqueeze(x, [0]), b.const(np.zeros((), dtype))]), [1], outs[0])
+    if outs[1]:
+        b.reduce_sum(b.op("Where", [hit, b.const(np.arange(n, dtype=np.int64).reshape(1, n)), zero]), [1], outs[1])
+    if outs[2]:
+        owner = b.op("And", [eq, b.unsqueeze(first, [0])])  # [j, i]: x[j] == x[i], i a first occurrence
+        b.reduce_sum(b.op("Where", [owner, b.unsqueeze(rank, [0]), zero]), [1], outs[2])
+    if outs[3]:
+        per = b.reduce_sum(b.op("Cast", [eq], to=onnx.TensorProto.INT64), [1])
+        b.reduce_sum(b.op("Where", [hit, b.unsqueeze(per, [0]), zero]), [1], outs[3])
+    b.reduce_sum(first64, [0], count)
+    return [k for k in (0, 1, 3) if outs[k]]
+
+
 def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype]
                   ) -> tuple[ModelProto, list[tuple[int, str, int]]]:
     """Rewrite NonZero/Compress nodes whose output is a graph output only (see the module
@@ -110,9 +146,10 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     outs = [o.name for o in model.graph.output]
     used = {i for n in model.graph.node for i in n.input}
-    todo = [n for n in model.graph.node if n.op_type in ("NonZero", "Compress") and n.domain in ("", "ai.onnx")
-            and n.output[0] in outs and n.output[0] not in used and n.input[0] in shapes
-            and (n.op_type == "NonZero" or n.input[1] in shapes)]
+    todo = [n for n in model.graph.node if n.op_type in ("NonZero", "Compress", "Unique")
+            and n.domain in ("", "ai.onnx") and all(o in outs and o not in used for o in n.output if o)
+            and n.input[0] in shapes and (n.op_type != "Compress" or n.input[1] in shapes)
+            and not (n.op_type == "Unique" and any(a.name == "axis" for a in n.attribute))]
     if opset < 11 or not todo:
         return model, []
     out = ModelProto()
@@ -127,17 +164,21 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
         count = f"{n.output[0]}__count"
         if n.op_type == "NonZero":
             _nonzero(b, n, shapes[n.input[0]], count)
-            axis = 1
-        else:
+            trimmed = [(0, 1)]
+        elif n.op_type == "Compress":
             axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.float32),
                              count)
+            trimmed = [(0, axis)]
+        else:
+            trimmed = [(k, 0) for k in _unique(b, n, shapes[n.input[0]], dtypes.get(n.input[0], np.float32), count)]
         nodes.extend(b.nodes)
         out.graph.initializer.extend(b.inits)
         out.graph.output.append(helper.make_tensor_value_info(count, onnx.TensorProto.INT64, []))
-        for k, o in enumerate(out.graph.output):
-            if o.name == n.output[0]:
-                o.type.tensor_type.ClearField("shape")
-                trims.append((k, count, axis))
+        for j, axis in trimmed:
+            for k, o in enumerate(out.graph.output):
+                if o.name == n.output[j]:
+                    o.type.tensor_type.ClearField("shape")
+                    trims.append((k, count, axis))
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out, trims
