@@ -26,8 +26,12 @@ cleanup() {
   [ -n "$WEB_PID" ] && wait "$WEB_PID" 2>/dev/null || true
   stop_redis
 }
+# Ctrl-C or a TERM is a request to stop: stop everything and exit 0. The trap runs when the signal
+# reaches this shell; when it does not (INT is ignored in a job started with `&` by a shell without
+# job control) the children that got it exit on their own, and the wait below sees that instead.
+stopped() { cleanup; say "Prism stopped"; exit 0; }
 trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
+trap stopped INT TERM
 
 say "starting a Celery worker (logs: var/log/worker.log)"
 "$VENV/bin/celery" -A explorer worker -l info -P prefork -c "${PRISM_WORKER_CONCURRENCY:-1}" \
@@ -51,5 +55,14 @@ PYEOF
   sleep 0.5
 done
 grep -q " ready\." var/log/worker.log || die "Prism did not come up in 2 minutes; see var/log/"
-wait -n "$WEB_PID" "$WORKER_PID" || true
-die "a Prism process exited; see var/log/web.log and var/log/worker.log"
+status=0 exited=""
+wait -n -p exited "$WEB_PID" "$WORKER_PID" || status=$?
+# A process that was told to stop is not an error: daphne exits 0 on INT/TERM, celery 0 on TERM and
+# 1 on INT after logging its warm (or cold) shutdown; 130/143: killed by INT/TERM.
+case "$status" in
+  0|130|143) stopped ;;
+esac
+if [ "$exited" = "$WORKER_PID" ] && tail -20 var/log/worker.log | grep -Eq "(Warm|Cold) shutdown"; then
+  stopped
+fi
+die "a Prism process exited with status $status; see var/log/web.log and var/log/worker.log"
