@@ -1,6 +1,7 @@
 """ASGI wrappers in front of Django and Channels."""
 
 import json
+import tempfile
 
 from channels.security.websocket import OriginValidator
 from django.conf import settings
@@ -8,26 +9,91 @@ from django.conf import settings
 
 class BodyLimit:
     """Answer 413 at once to an HTTP request whose Content-Length is over the upload limit
-    (`PRISM_MAX_UPLOAD_BYTES` plus 64 KiB of multipart framing), before its body is read."""
+    (`PRISM_MAX_UPLOAD_BYTES` plus 64 KiB of multipart framing), before its body is read.
+
+    A request without Content-Length (a chunked body: `curl -F model=@/dev/null`, a streamed upload)
+    is read here, up to the same limit, and handed on with its Content-Length: Django parses a form
+    or multipart body only as far as Content-Length says, so it would otherwise see no fields at all.
+    """
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            length = dict(scope.get("headers") or []).get(b"content-length", b"0")
-            limit = int(settings.PRISM_MAX_UPLOAD_BYTES)
-            if length.isdigit() and int(length) > limit + 64 * 1024:
-                from explorer.compilations.services.uploads import too_large_message
-
-                body = json.dumps({"error": too_large_message(int(length))}).encode()
-                await send({"type": "http.response.start", "status": 413,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode()),
-                                        (b"connection", b"close")]})
-                await send({"type": "http.response.body", "body": body})
-                return
+            headers = dict(scope.get("headers") or [])
+            limit = int(settings.PRISM_MAX_UPLOAD_BYTES) + 64 * 1024
+            length = headers.get(b"content-length")
+            if length is None:
+                try:
+                    buffered = await _read_body(receive, limit)
+                except _ClientGone:
+                    return None
+                if buffered is None:
+                    return await _too_large(send, None)
+                body, size = buffered
+                scope = {**scope, "headers": [*(scope.get("headers") or []),
+                                              (b"content-length", str(size).encode())]}
+                receive = _replay(body, size, receive)
+            elif length.isdigit() and int(length) > limit:
+                return await _too_large(send, int(length))
         await self.app(scope, receive, send)
+
+
+class _ClientGone(Exception):
+    """The client disconnected before it sent the whole body."""
+
+
+async def _read_body(receive, limit: int):
+    """The whole request body as `(spooled file at offset 0, size)`, or None past `limit` bytes;
+    raises _ClientGone when the client disconnects first."""
+    body = tempfile.SpooledTemporaryFile(max_size=1 << 20)
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            body.close()
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            body.close()
+            return None
+        body.write(chunk)
+        if not message.get("more_body", False):
+            body.seek(0)
+            return body, size
+
+
+def _replay(body, size: int, receive):
+    """An ASGI `receive` that hands out `body` (`size` bytes) again, 1 MiB a message, then defers to
+    `receive` (for the client's disconnect)."""
+    sent = 0
+    done = False
+
+    async def replayed():
+        nonlocal sent, done
+        if done:
+            return await receive()
+        chunk = body.read(1 << 20)
+        sent += len(chunk)
+        if sent >= size:
+            done = True
+            body.close()
+        return {"type": "http.request", "body": chunk, "more_body": not done}
+
+    return replayed
+
+
+async def _too_large(send, size: int | None) -> None:
+    from explorer.compilations.services.uploads import too_large_message
+
+    body = json.dumps({"error": too_large_message(size)}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class OriginCheck(OriginValidator):

@@ -33,6 +33,51 @@ def test_asgi_rejects_an_oversized_body_before_reading_it(settings):
     assert r.status_code == 413 and "too large (200000 bytes)" in r.json()["error"]
 
 
+def _post_chunked(path: str, body: bytes, content_type: str) -> httpx.Response:
+    """POST with a chunked body (no Content-Length), as `curl -F model=@/dev/null` sends it."""
+
+    async def chunks():
+        for i in range(0, len(body), 1000):
+            yield body[i:i + 1000]
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.post(path, content=chunks(), headers={"content-type": content_type})
+
+    return run_async(post())
+
+
+def _multipart(data: bytes) -> bytes:
+    return (b'--XyZ\r\nContent-Disposition: form-data; name="model"; filename="null"\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n" + data + b"\r\n--XyZ--\r\n")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chunked_uploads_are_read(settings):
+    r = _post_chunked("/api/models", _multipart(b""), "multipart/form-data; boundary=XyZ")
+    assert r.status_code == 400 and r.json()["error"] == "model is empty (0 bytes)"
+    r = _post_chunked("/api/models", _multipart(b"\x08\x07"), "multipart/form-data; boundary=XyZ")
+    assert r.status_code == 400 and r.json()["error"].startswith("not an ONNX model")
+    settings.PRISM_MAX_UPLOAD_BYTES = 1000
+    r = _post_chunked("/api/models", _multipart(b"\0" * 200_000), "multipart/form-data; boundary=XyZ")
+    assert r.status_code == 413 and "limit is 1000 bytes" in r.json()["error"]
+
+
+@pytest.mark.django_db
+def test_empty_upload_says_so(client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    r = client.post("/api/models", {"model": SimpleUploadedFile("empty.onnx", b"")})
+    assert r.status_code == 400 and r.json()["error"] == "model is empty (0 bytes)"
+
+
+@pytest.mark.django_db
+def test_unparsable_json_body_names_the_parse_error(client):
+    r = client.post("/api/compilations", data=b"{nope", content_type="application/json")
+    assert r.status_code == 400 and r.json()["error"].startswith("JSON parse error - ")
+
+
 @pytest.mark.django_db
 def test_upload_needs_the_model_field(client):
     r = client.post("/api/models", {"file": "x"})
@@ -152,6 +197,7 @@ def test_upload_stores_the_bytes_once_under_a_generated_name(client, settings):
     assert again.status_code == 200 and again.json()["id"] == model["id"]
     bad = client.post("/api/models", {"model": SimpleUploadedFile("x.onnx", data[: len(data) // 2])})
     assert bad.status_code == 400 and bad.json()["error"].startswith("not a valid ONNX model: ")
+    assert bad.json()["error"].count("not a valid ONNX model") == 1  # the compiler's message, not re-prefixed
     assert not list((Path(settings.MEDIA_ROOT) / "tmp").iterdir())  # no temporary file left
 
 

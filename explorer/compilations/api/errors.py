@@ -1,5 +1,6 @@
 """One error shape for the whole API: `{"error": "<one line naming what is wrong>", ...details}`."""
 
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -9,6 +10,7 @@ def error_response(message: str, status: int, **details) -> Response:
 
 
 def _first_message(detail) -> str:
+    """The first message in a ValidationError's detail, prefixed by its field (`model: ...`)."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             inner = _first_message(value)
@@ -23,5 +25,11 @@ def exception_handler(exc, context):
     """DRF's handler, with its body reshaped to `{"error": message, "detail": original}`."""
     response = drf_exception_handler(exc, context)
     if response is not None:
-        response.data = {"error": _first_message(response.data), "detail": response.data}
+        data = response.data
+        if not isinstance(exc, ValidationError) and isinstance(data, dict) and "detail" in data:
+            # ParseError, NotFound, MethodNotAllowed ...: `{"detail": message}`, no field to name
+            message = _first_message(data["detail"])
+        else:
+            message = _first_message(data)
+        response.data = {"error": message, "detail": data}
     return response

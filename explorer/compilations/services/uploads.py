@@ -114,7 +114,9 @@ def _register_file(
         try:
             meta = compiler.inspect_model(path)
         except compiler.CompileError as exc:
-            raise InvalidModel(f"not a valid ONNX model: {exc.message}") from exc
+            # the compiler's import errors name the problem already ("model is empty (0 bytes)",
+            # "not a valid ONNX model: the protobuf cannot be parsed ...", "not an ONNX model: ...")
+            raise InvalidModel(exc.message) from exc
     model = UploadedModel(
         sha256=sha256,
         name=os.path.basename(name)[:255] or "model.onnx",
