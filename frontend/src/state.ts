@@ -140,6 +140,19 @@ function apply(state: CompilationState, event: CompileEvent | UnknownEvent): Com
 
 export type StageStatus = "waiting" | "running" | "done" | "failed" | "skipped";
 
+/** What the compilation page's status badge says. */
+export type PageStatus = "not found" | "failed" | "succeeded" | "running" | "queued" | "loading";
+
+/**
+ * The compilation page's status: "not found" once the server said there is no such compilation;
+ * otherwise from the events once any arrived (the page shows what they say), before that queued
+ * (from the compilation's record) or loading.
+ */
+export function pageStatus(state: CompilationState, recordStatus: string | undefined, missing: boolean): PageStatus {
+  if (missing) return "not found";
+  return state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : recordStatus === "queued" ? "queued" : "loading";
+}
+
 /**
  * Status of each stage for the progress bar. A stage before the current one is done; after a
  * finish, a stage that produced nothing and has no time in `stage_ms` is "skipped".

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { allRemarks, initialState, isDone, reduce, reduceAll, stageStatus } from "../src/state";
+import { allRemarks, initialState, isDone, pageStatus, reduce, reduceAll, stageStatus } from "../src/state";
 import { EVENTS } from "./fixture";
 import type { CompileEvent } from "../src/events";
 
@@ -106,5 +106,18 @@ describe("reduce", () => {
     const s = reduceAll([EVENTS[0], { seq: 1, ts: 0, type: "tuning.candidate", x: 1 }, EVENTS[2]].map((e, i) => ({ ...e, seq: i })));
     expect(s.nextSeq).toBe(3);
     expect(s.passes).toHaveLength(1);
+  });
+});
+
+describe("pageStatus", () => {
+  it("says not found once the server said so, whatever else is known", () => {
+    expect(pageStatus(initialState(), undefined, true)).toBe("not found");
+    expect(pageStatus(initialState(), "queued", true)).toBe("not found");
+  });
+  it("is loading, then queued from the record, then follows the events", () => {
+    expect(pageStatus(initialState(), undefined, false)).toBe("loading");
+    expect(pageStatus(initialState(), "queued", false)).toBe("queued");
+    const done = reduceAll(EVENTS);
+    expect(pageStatus(done, "queued", false)).toBe(done.failed ? "failed" : "succeeded");
   });
 });

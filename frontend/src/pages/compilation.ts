@@ -6,7 +6,7 @@
 import { api, followEvents, type Compilation, type EventFeed } from "../api";
 import { emptyState, h, replace } from "../dom";
 import { linkTo, navigate } from "../router";
-import { initialState, isDone, reduce, type CompilationState } from "../state";
+import { initialState, isDone, pageStatus, reduce, type CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import { failurePane } from "../panes/failure";
 import { graphPane } from "../panes/graph";
@@ -73,15 +73,20 @@ export function compilationPage(first: CompilationView): CompilationPage {
     for (const panel of content.children) (panel as HTMLElement).hidden = (panel as HTMLElement).dataset.tab !== active;
   };
 
+  /** Set once the server says there is no such compilation (HTTP 404 or WebSocket 4404). */
+  let notFound = false;
+  const showStatus = () => {
+    const st = pageStatus(state, meta?.status, notFound);
+    status.className = `status-badge ${st.replace(" ", "-")}`;
+    replace(status, st);
+  };
+
   let frame = 0;
   const render = () => {
     frame = 0;
     if (view.view === "pass") lastPass = view.pass;
     const ctx = { id, state, view, meta };
-    // From the events once any arrived (the page shows what they say); before that, queued or loading.
-    const st = state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : meta?.status === "queued" ? "queued" : "loading";
-    status.className = `status-badge ${st}`;
-    replace(status, st);
+    showStatus();
     if (state.started) {
       replace(title, h("strong", { class: "model-name" }, state.started.model.name), " → ", h("code", null, state.started.target), h("span", { class: "muted" }, ` · ${meta?.requested_pipeline ?? meta?.pipeline ?? ""} · `), h("code", { class: "muted" }, id));
       document.title = `${state.started.model.name} · ${state.started.target} — Prism`;
@@ -99,6 +104,8 @@ export function compilationPage(first: CompilationView): CompilationPage {
   let feed: EventFeed | null = null;
   const missing = () => {
     feed?.close();
+    notFound = true;
+    showStatus();
     replace(el, header, emptyState(`There is no compilation “${id}” on this server.`, "The link may be mistyped, or the compilation was deleted."));
   };
   api.compilation(id).then(
