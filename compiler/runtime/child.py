@@ -22,17 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.runtime.buffers import aligned as _aligned
+
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
 # sigmoid tail (logits -55..-10) its output is off the float64 value by up to 1.2e-7 absolute (ours:
 # 2e-12). An output whose whole scale is that small cannot be compared more tightly against it.
 ATOL_FLOOR = 1e-6
-SLACK = 4096  # bytes after every buffer: micro-kernel tails may read (never store) past a row
-
-
-def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
-    raw = np.zeros(nbytes + align + SLACK, np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + nbytes]
 
 
 def main(d: Path) -> int:

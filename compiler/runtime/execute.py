@@ -39,10 +39,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
+from .buffers import aligned as _aligned
+from .buffers import running_kernel as _running
 
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
              "bool": "bool", "f16": "float16", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
-SLACK = 4096  # bytes after every buffer: micro-kernel tails may read (never store) past a row
 
 
 @dataclass
@@ -258,12 +259,6 @@ def _link(graph: Any, kernels: list[Any], compiled: list[Any], plan: Any, pipeli
     return prog
 
 
-def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
-    raw = np.zeros(nbytes + align + SLACK, np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + nbytes]
-
-
 def _empty(dtype: str, shape: Sequence[int]) -> np.ndarray:
     dt = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
@@ -372,16 +367,6 @@ def run_program_isolated(prog: Program, inputs: Sequence[np.ndarray], timeout_s:
             raise CompileError("run", f"execution failed {where}: {how} {tail}".strip(), kernel=kernel)
         with open(d / "outputs.pkl", "rb") as f:
             return pickle.load(f)
-
-
-def _running(d: Path) -> str | None:
-    p = d / "progress"
-    if not p.exists():
-        return None
-    lines = p.read_text().splitlines()
-    if not lines or lines[-1] == "done":
-        return None
-    return lines[-1].removeprefix("start ")
 
 
 def main(d: Path) -> int:

@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import Graph
 from ..loops.lower import KernelArg
+from .buffers import running_kernel as _running
 
 
 def _np_dtype(short: str) -> str:
@@ -142,12 +143,3 @@ def _finished(d: Path) -> bool:
     return p.exists() and p.read_text().splitlines()[-1:] == ["done"]
 
 
-def _running(d: Path) -> str | None:
-    """The kernel that started last and did not finish, from the child's progress markers."""
-    p = d / "progress"
-    if not p.exists():
-        return None
-    lines = p.read_text().splitlines()
-    if not lines or lines[-1] == "done":
-        return None
-    return lines[-1].removeprefix("start ")

@@ -1,0 +1,37 @@
+"""Memory and progress markers shared by the two ways generated code runs: the measuring child
+(``child.py``, started by ``runner.py``) and the executing child (``execute.py``, for the ONNX
+backend interface).
+
+Buffers are 64-byte aligned (the width of an AVX-512 vector) and followed by :data:`SLACK` bytes:
+the micro-kernels' vector tails may read, never store, up to a row past a buffer's end.
+A child writes ``start <kernel>`` before each kernel and ``done`` at the end to ``DIR/progress``,
+so that the parent can name the kernel that was running when the child crashed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+SLACK = 4096  # bytes after every buffer: micro-kernel tails may read (never store) past a row
+
+
+def aligned(nbytes: int, align: int = 64) -> np.ndarray:
+    """A zeroed ``uint8`` array of ``nbytes`` whose data starts on an ``align``-byte boundary and
+    is followed by :data:`SLACK` readable bytes."""
+    raw = np.zeros(nbytes + align + SLACK, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + nbytes]
+
+
+def running_kernel(d: Path) -> str | None:
+    """The kernel that started last and did not finish, from ``d/progress``; ``None`` when no
+    kernel had started or the run had finished."""
+    p = d / "progress"
+    if not p.exists():
+        return None
+    lines = p.read_text().splitlines()
+    if not lines or lines[-1] == "done":
+        return None
+    return lines[-1].removeprefix("start ")
