@@ -47,40 +47,18 @@ __version__ = _compute_version()
 
 
 # targets --------------------------------------------------------------------------------------
-def _targets_module() -> Any:
-    try:
-        from . import targets
-
-        return targets
-    except ImportError:
-        return None
-
-
 def list_targets() -> list[dict[str, Any]]:
-    """``[{"name", "triple", "cpu", "features", "runnable", "note"}]`` (from ``compiler.targets``;
-    the host alone, from llvmlite, where that module is absent)."""
-    mod = _targets_module()
-    if mod is not None and hasattr(mod, "list_targets"):
-        return list(mod.list_targets())
-    import llvmlite.binding as llvm
+    """``[{"name", "triple", "cpu", "features", "runnable", "note"}]`` (see ``compiler.targets``)."""
+    from . import targets
 
-    llvm.initialize_native_target()
-    feats = llvm.get_host_cpu_features().flatten()
-    return [{"name": "host", "triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
-             "features": feats, "runnable": True, "note": ""}]
+    return list(targets.list_targets())
 
 
 def check_target(name: str) -> None:
     """Raise CompileError(stage="request") for an unknown target or one this host cannot run."""
-    mod = _targets_module()
-    if mod is not None and hasattr(mod, "get_target"):
-        t = mod.get_target(name)
-        if hasattr(mod, "check_runnable"):
-            mod.check_runnable(t)
-        return
-    names = [t["name"] for t in list_targets()]
-    if name not in names:
-        raise CompileError("request", f"unknown target {name!r} (valid: {', '.join(names)})")
+    from . import targets
+
+    targets.check_runnable(targets.get_target(name))
 
 
 def list_pipelines() -> list[dict[str, str]]:
