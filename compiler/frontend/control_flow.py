@@ -66,15 +66,20 @@ def _rename_graph(g: GraphProto, mapping: dict[str, str]) -> None:
         for k, name in enumerate(n.input):
             if name in local:
                 n.input[k] = local[name]
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _rename_graph(a.g, local)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sg in a.graphs:
-                    _rename_graph(sg, local)
+        _rename_subgraphs(n, local)
     for o in g.output:
         if o.name in local:
             o.name = local[o.name]
+
+
+def _rename_subgraphs(n: NodeProto, mapping: dict[str, str]) -> None:
+    """Apply ``mapping`` to the outer references inside ``n``'s graph attributes (in place)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            _rename_graph(a.g, mapping)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for sg in a.graphs:
+                _rename_graph(sg, mapping)
 
 
 def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str]) -> tuple[list[NodeProto], list[str]]:
@@ -103,12 +108,7 @@ def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str]) -> tuple[list
         for k, name in enumerate(m.output):
             if name:
                 m.output[k] = mapping[name]
-        for a in m.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _rename_graph(a.g, mapping)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sg in a.graphs:
-                    _rename_graph(sg, mapping)
+        _rename_subgraphs(m, mapping)
         nodes.append(m)
     outs = []
     for o in body.output:
