@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import Node
 from .compute import reduce_
 from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, land, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, const_input, register
+from .ops_elementwise import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to, norm_axis, reshape
 
 COMPLEX_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
@@ -206,37 +206,6 @@ def _global_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
     def fn(idx: list[Expr]) -> Expr:
         v = x[idx[:2] + [r for r, _ in rk]]
         return reduce_("max", rk, v) if is_max else mul(reduce_("sum", rk, v), Float(1.0 / size))
-    return [Tensor(ctx.out_shape(node), x.dtype, fn)]
-
-
-@register("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")
-def _reduce(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
-    x = ins[0]
-    assert x is not None
-    axes = node.attr("axes", None)
-    if len(ins) > 1 and ins[1] is not None:
-        axes = const_input(node, ins[1], "axes").tolist()
-    if not axes:
-        if node.attr("noop_with_empty_axes", 0):
-            return [x]
-        axes = list(range(x.rank))
-    axes = sorted(norm_axis(node, int(a), x.rank, "axes") for a in axes)
-    keep = bool(node.attr("keepdims", 1))
-    rk = {a: ctx.lowering.axis("rr", x.shape[a]) for a in axes}
-    comb = {"ReduceMean": "sum", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}[node.op_type]
-    count = float(np.prod([x.shape[a] for a in axes]))
-
-    def fn(idx: list[Expr]) -> Expr:
-        src, j = [], 0
-        for k in range(x.rank):
-            if k in rk:
-                src.append(rk[k][0])
-                j += keep
-            else:
-                src.append(idx[j])
-                j += 1
-        r = reduce_(comb, [rk[a] for a in axes], x[src])
-        return mul(r, Float(1.0 / count)) if node.op_type == "ReduceMean" else r
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 

@@ -1,5 +1,5 @@
 """Lowering of the remaining reductions: ReduceProd, ReduceL1, ReduceL2, ReduceLogSum,
-ReduceLogSumExp, ReduceSumSquare, ArgMax, ArgMin, and integer-typed ReduceSum/Max/Min/Mean.
+ReduceLogSumExp, ReduceSumSquare, ArgMax, ArgMin, and ReduceSum/Max/Min/Mean of every type.
 
 Semantics: the ONNX operator specs (``axes`` as attribute before opset 18 and as an input from 18
 on; 13 for ReduceSum), ``keepdims`` (default 1) and ``noop_with_empty_axes``. A reduction over an
@@ -144,19 +144,19 @@ def _arg(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
 
 @register("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
 def _reduce_basic(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
-    """Float inputs keep ``ops_nn``'s lowering; integer and bool inputs reduce with identities of
-    their own type (ReduceMean: the sum in double divided by the count, truncated back)."""
-    from .ops_nn import _reduce as float_reduce
-
+    """Each accumulator starts at the identity of the input's own type. ReduceMean: floats sum and
+    multiply by 1/count; integers sum in double, divide by the count and truncate back."""
     x = ins[0]
     assert x is not None
-    if x.dtype in FLOATS:
-        return float_reduce(ctx, node, ins)
     axes = reduce_axes(ctx, node, ins, x.rank)
     if axes is None:
         return [x]
     keep = bool(node.attr("keepdims", 1))
     done = lambda r, i, s: r  # noqa: E731
+    if node.op_type == "ReduceMean" and x.dtype in FLOATS:
+        count = float(np.prod([x.shape[a] for a in axes]))
+        return [_reduction(ctx, node, x, axes, keep, "sum", lambda v, i: v,
+                           lambda r, i, s: mul(r, Float(1.0 / count, x.dtype)))]
     if node.op_type == "ReduceMean":
         count = float(np.prod([x.shape[a] for a in axes]))
         return [_reduction(ctx, node, x, axes, keep, "sum", lambda v, i: Cast("f64", v),
