@@ -103,24 +103,50 @@ def _conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(out, x.dtype, fn)]
 
 
+def _conv_transpose_same_pads(node: Node, auto_pad: str, in_sp: list[int], out_sp: list[int], ks: list[int],
+                              st: list[int], dil: list[int]) -> list[int]:
+    """Begin/end pads ``[b_0..b_n-1, e_0..e_n-1]`` of a ConvTranspose with auto_pad SAME_*.
+
+    total_padding = stride * (in - 1) + output_padding + ((k - 1) * dilation + 1) - out, with ``out``
+    the output spatial size (``in * stride``, or the ``output_shape`` attribute). SAME_UPPER puts
+    ``total // 2`` at the beginning and the rest at the end; SAME_LOWER the opposite. This is the
+    ONNX ConvTranspose spec (opset 11+) and onnx.reference's op_conv_transpose.py, whose outputs the
+    conformance data holds (older spec text had the two halves swapped; the reference wins).
+    Raises CompileError when total_padding is negative (output larger than the full transposed
+    convolution)."""
+    nd = len(ks)
+    op_ = list(node.attr("output_padding", [0] * nd))
+    total = [st[d] * (in_sp[d] - 1) + op_[d] + (ks[d] - 1) * dil[d] + 1 - out_sp[d] for d in range(nd)]
+    if any(t < 0 for t in total):
+        raise bad(node, "auto_pad", f"{auto_pad} needs negative total padding {total} for output {out_sp}")
+    small = [t // 2 for t in total]
+    big = [t - t // 2 for t in total]
+    return small + big if auto_pad == "SAME_UPPER" else big + small
+
+
 @register("ConvTranspose")
 def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """out[n, co, o] = sum over (ci in co's group, k) of X[n, ci, i] * W[ci, co mod Cog, k] where
     o = i * stride - pad_begin + k * dilation (ONNX ConvTranspose); the output shape (incl.
-    output_padding / output_shape) comes from shape inference."""
+    output_padding / output_shape) comes from shape inference. With auto_pad SAME_UPPER/SAME_LOWER
+    the pads come from :func:`_conv_transpose_same_pads`."""
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     assert x is not None and w is not None
-    ap = node.attr("auto_pad", "NOTSET")
-    if (ap.decode() if isinstance(ap, bytes) else ap) not in ("NOTSET", "", "VALID"):
-        raise bad(node, "auto_pad", "ConvTranspose with SAME auto_pad is not supported")
     out = ctx.out_shape(node)
     group = int(node.attr("group", 1))
     ks = list(w.shape[2:])
     nd = len(ks)
     st = list(node.attr("strides", [1] * nd))
     dil = list(node.attr("dilations", [1] * nd))
-    pads = list(node.attr("pads", [0] * (2 * nd)))
+    ap = node.attr("auto_pad", "NOTSET")
+    ap = (ap.decode() if isinstance(ap, bytes) else ap) or "NOTSET"
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _conv_transpose_same_pads(node, ap, list(x.shape[2:]), list(out[2:]), ks, st, dil)
+    elif ap in ("NOTSET", "VALID"):
+        pads = [0] * (2 * nd) if ap == "VALID" else list(node.attr("pads", [0] * (2 * nd)))
+    else:
+        raise bad(node, "auto_pad", f"unknown auto_pad {ap!r} (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)")
     cig = x.shape[1] // group
     cog = w.shape[1]
     lw = ctx.lowering

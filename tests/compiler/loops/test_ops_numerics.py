@@ -68,6 +68,11 @@ CASES = [
     ("ConvTranspose", {"x": f(1, 4, 5, 6)}, {"strides": [2, 3], "pads": [1, 0, 0, 1], "output_padding": [1, 0]},
      {"w": f(4, 2, 3, 3)}, 17),
     ("ConvTranspose", {"x": f(1, 4, 5, 8)}, {"group": 2, "dilations": [2, 1]}, {"w": f(4, 3, 2, 3)}, 17),
+    # auto_pad SAME_*: the 2-D cases have odd total padding (3 per axis) so the begin/end halves differ
+    ("ConvTranspose", {"x": f(1, 2, 4, 5)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, {"w": f(2, 3, 3, 4)}, 17),
+    ("ConvTranspose", {"x": f(1, 2, 4, 5)}, {"auto_pad": "SAME_LOWER", "strides": [2, 1]}, {"w": f(2, 3, 3, 4)}, 17),
+    ("ConvTranspose", {"x": f(1, 2, 6)}, {"auto_pad": "SAME_UPPER", "strides": [3], "dilations": [2]},
+     {"w": f(2, 2, 3), "b": f(2)}, 17),
     ("MaxPool", {"x": f(1, 3, 11, 16)}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, 17),
     ("MaxPool", {"x": f(1, 3, 12, 13)}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, {}, 17),
     ("MaxPool", {"x": f(1, 2, 12, 16)}, {"kernel_shape": [2, 2], "dilations": [2, 2]}, {}, 17),
@@ -112,8 +117,10 @@ def test_op_matches_onnx_reference(case) -> None:  # type: ignore[no-untyped-def
     check(op, inputs, attrs, consts=consts, opset=opset, n_out=n_out, rtol=2e-4, atol=2e-5, oracle=oracle)
 
 
-def test_unsupported_attribute_is_a_lowering_error() -> None:
-    ref, node = onnx_node_case("ConvTranspose", {"x": f(1, 2, 4, 8)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+def test_bad_attribute_is_a_lowering_error() -> None:
+    # output_shape larger than the full transposed convolution (4-1)*2+3 = 9: SAME padding would be negative
+    ref, node = onnx_node_case("ConvTranspose", {"x": f(1, 2, 4, 8)},
+                               {"auto_pad": "SAME_UPPER", "strides": [2, 2], "output_shape": [12, 16]},
                                consts={"w": f(2, 3, 3, 3)}, opset=13)
     with pytest.raises(CompileError) as ei:
         run_node(node, {}, 13)
