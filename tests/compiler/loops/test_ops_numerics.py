@@ -68,7 +68,7 @@ CASES = [
     ("ConvTranspose", {"x": f(1, 4, 5, 6)}, {"strides": [2, 3], "pads": [1, 0, 0, 1], "output_padding": [1, 0]},
      {"w": f(4, 2, 3, 3)}, 17),
     ("ConvTranspose", {"x": f(1, 4, 5, 8)}, {"group": 2, "dilations": [2, 1]}, {"w": f(4, 3, 2, 3)}, 17),
-    # auto_pad SAME_*: the 2-D cases have odd total padding (3 per axis) so the begin/end halves differ
+    # auto_pad SAME_*: the 2-D cases have an odd total padding on an axis (1, 3) so the begin/end halves differ
     ("ConvTranspose", {"x": f(1, 2, 4, 5)}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, {"w": f(2, 3, 3, 4)}, 17),
     ("ConvTranspose", {"x": f(1, 2, 4, 5)}, {"auto_pad": "SAME_LOWER", "strides": [2, 1]}, {"w": f(2, 3, 3, 4)}, 17),
     ("ConvTranspose", {"x": f(1, 2, 6)}, {"auto_pad": "SAME_UPPER", "strides": [3], "dilations": [2]},
