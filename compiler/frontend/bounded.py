@@ -1,17 +1,21 @@
 """Data-dependent output lengths as bounded (padded) outputs plus a count, trimmed by the runtime.
 
-NonZero, Compress and Unique (without ``axis``) produce as many elements as the data selects; a static-shape compiler cannot
-size that buffer at compile time. As XLA does with bounded dynamic shapes, :func:`bound_outputs`
-rewrites such a node whose result is a graph output (and feeds nothing else) into standard ops
-that compute the result padded to its upper bound (every element selected) and the number of
-valid entries; the caller slices the output to that count. The selection is data-parallel: the
-``k``-th selected element is the one whose inclusive prefix count of the mask is ``k + 1``
-(``CumSum``), gathered with ``Where`` + ``ReduceSum`` over a one-hot ``[bound, n]`` match (exact:
-one term per output element). NonZero: the padded ``[rank, numel]`` coordinates (row-major
-order); Compress: the padded input along ``axis`` (flattened without ``axis``; a shorter
-condition selects nothing beyond its length); Unique: an element is kept where no earlier one
-equals it, ranked by value (``sorted=1``) or by first occurrence; Y, indices and counts are padded,
-inverse_indices is exact. Models of opset 11 and later (CumSum).
+NonZero, Compress, Unique and NonMaxSuppression produce as many elements as the data selects; a
+static-shape compiler cannot size that buffer at compile time. As XLA does with bounded dynamic
+shapes, :func:`bound_outputs` rewrites such a node whose results are graph outputs (and feed nothing
+else) into ops that compute the result padded to its upper bound and the number of valid entries;
+the caller slices the output to that count. The selection is data-parallel: the ``k``-th selected
+element is the one whose inclusive prefix count of the mask is ``k + 1`` (``CumSum``), gathered
+with ``Where`` + ``ReduceSum`` over a one-hot ``[bound, n]`` match (exact: one term per output
+element). NonZero: the padded ``[rank, numel]`` coordinates (row-major order); Compress: the padded
+input along ``axis`` (flattened without ``axis``; a shorter condition selects nothing beyond its
+length); Unique (ONNX spec, opset 11): the elements, or with ``axis`` the slices along it, are rows
+compared whole; a row is kept where no earlier one equals it, ranked lexicographically
+(``sorted=1``, as ``numpy.unique``) or by first occurrence; Y, indices and counts are padded,
+inverse_indices is exact. NonMaxSuppression (greedy, sequential) stays one node given a second
+output, the count: its ``selected_indices`` is padded to
+``num_batches * num_classes * min(max_output_boxes_per_class, spatial_dimension)`` rows, computed
+by the kernel of ``compiler.loops.ops_nms``. Models of opset 11 and later (CumSum).
 """
 
 from __future__ import annotations
@@ -104,38 +108,59 @@ def _compress(b: _B, node: NodeProto, shape: list[int], cond_len: int, dtype: np
     return axis
 
 
-def _unique(b: _B, node: NodeProto, shape: list[int], dtype: np.dtype, count: str) -> list[int]:
-    """Unique without ``axis``: padded Y, indices, counts (length = numel) and the exact inverse."""
-    n = int(np.prod(shape))
-    x = b.op("Reshape", [node.input[0], b.const(np.array([n], np.int64))])
-    eq = b.op("Equal", [b.unsqueeze(x, [1]), b.unsqueeze(x, [0])])  # [i, j]: x[i] == x[j]
+def _unique(b: _B, node: NodeProto, shape: list[int], count: str) -> list[tuple[int, int]]:
+    """Unique: padded Y, indices, counts and the exact inverse_indices; returns ``[(output, axis to trim)]``.
+
+    The ``n`` elements (no ``axis``) or the ``n`` slices along ``axis`` are rows of an ``[n, m]``
+    matrix (``m = 1`` without ``axis``); two rows are equal when all ``m`` entries are, and row ``j``
+    orders before row ``i`` (``sorted=1``) when they are equal before the first position where they
+    differ and ``x[j] < x[i]`` there (lexicographic, as ``numpy.unique(axis=...)``). A row is kept
+    where no earlier row equals it; Y gathers the kept rows at their first occurrence."""
+    attrs = {a.name: int(a.i) for a in node.attribute if a.name in ("axis", "sorted")}
+    axis = attrs.get("axis")
+    r = len(shape)
+    if axis is not None:
+        axis %= r
+        n = shape[axis]
+        perm = [axis] + [k for k in range(r) if k != axis]
+        rows = b.op("Reshape", [b.op("Transpose", [node.input[0]], perm=perm), b.const(np.array([n, -1], np.int64))])
+    else:
+        n = int(np.prod(shape))
+        rows = b.op("Reshape", [node.input[0], b.const(np.array([n, 1], np.int64))])
+    xi, xj = b.unsqueeze(rows, [1]), b.unsqueeze(rows, [0])  # [i, 1, m], [1, j, m]
+    ne = b.op("Cast", [b.op("Not", [b.op("Equal", [xi, xj])])], to=onnx.TensorProto.INT64)  # [i, j, m]
+    zero = b.const(np.array(0, np.int64))
+    eq = b.op("Equal", [b.reduce_sum(ne, [2]), zero])  # [i, j]: row i == row j
     before = b.const(np.tril(np.ones((n, n), bool), -1))  # j < i
     dup = b.reduce_sum(b.op("Cast", [b.op("And", [eq, before])], to=onnx.TensorProto.INT64), [1])
-    first = b.op("Equal", [dup, b.const(np.array(0, np.int64))])  # [i]
+    first = b.op("Equal", [dup, zero])  # [i]
     first64 = b.op("Cast", [first], to=onnx.TensorProto.INT64)
-    sorted_ = next((int(a.i) for a in node.attribute if a.name == "sorted"), 1)
-    if sorted_:
-        less = b.op("Less", [b.unsqueeze(x, [0]), b.unsqueeze(x, [1])])  # [i, j]: x[j] < x[i]
+    if attrs.get("sorted", 1):
+        same_before = b.op("Equal", [b.op("CumSum", [ne, b.const(np.array(2, np.int64))], exclusive=1), zero])
+        lt = b.op("And", [b.op("Less", [xj, xi]), same_before])  # [i, j, m]: row j < row i, decided at m
+        less = b.op("Greater", [b.reduce_sum(b.op("Cast", [lt], to=onnx.TensorProto.INT64), [2]), zero])  # [i, j]
         rank = b.reduce_sum(b.op("Cast", [b.op("And", [less, b.unsqueeze(first, [0])])],
                                  to=onnx.TensorProto.INT64), [1])
     else:
         rank = b.op("Sub", [b.op("CumSum", [first64, b.const(np.array(0, np.int64))]), b.const(np.array(1, np.int64))])
     same = b.op("Equal", [b.unsqueeze(rank, [0]), b.const(np.arange(n, dtype=np.int64).reshape(n, 1))])
-    hit = b.op("And", [same, b.unsqueeze(first, [0])])  # [k, i]
+    hit = b.op("And", [same, b.unsqueeze(first, [0])])  # [k, i]: row i is the k-th unique one
     outs = list(node.output) + [""] * 4
-    zero = b.const(np.array(0, np.int64))
+    idx = b.reduce_sum(b.op("Where", [hit, b.const(np.arange(n, dtype=np.int64).reshape(1, n)), zero]), [1],
+                       outs[1] or None)  # padded with 0 (a valid row, trimmed away)
     if outs[0]:
-        b.reduce_sum(b.op("Where", [hit, b.unsqueeze(x, [0]), b.const(np.zeros((), dtype))]), [1], outs[0])
-    if outs[1]:
-        b.reduce_sum(b.op("Where", [hit, b.const(np.arange(n, dtype=np.int64).reshape(1, n)), zero]), [1], outs[1])
+        if axis is None:
+            b.op("Gather", [b.op("Reshape", [node.input[0], b.const(np.array([n], np.int64))]), idx], outs[0], axis=0)
+        else:
+            b.op("Gather", [node.input[0], idx], outs[0], axis=axis)
     if outs[2]:
-        owner = b.op("And", [eq, b.unsqueeze(first, [0])])  # [j, i]: x[j] == x[i], i a first occurrence
+        owner = b.op("And", [eq, b.unsqueeze(first, [0])])  # [j, i]: row j == row i, i a first occurrence
         b.reduce_sum(b.op("Where", [owner, b.unsqueeze(rank, [0]), zero]), [1], outs[2])
     if outs[3]:
         per = b.reduce_sum(b.op("Cast", [eq], to=onnx.TensorProto.INT64), [1])
         b.reduce_sum(b.op("Where", [hit, b.unsqueeze(per, [0]), zero]), [1], outs[3])
     b.reduce_sum(first64, [0], count)
-    return [k for k in (0, 1, 3) if outs[k]]
+    return [(k, axis if k == 0 and axis is not None else 0) for k in (0, 1, 3) if outs[k]]
 
 
 def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype]
@@ -148,8 +173,7 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
     used = {i for n in model.graph.node for i in n.input}
     todo = [n for n in model.graph.node if n.op_type in ("NonZero", "Compress", "Unique")
             and n.domain in ("", "ai.onnx") and all(o in outs and o not in used for o in n.output if o)
-            and n.input[0] in shapes and (n.op_type != "Compress" or n.input[1] in shapes)
-            and not (n.op_type == "Unique" and any(a.name == "axis" for a in n.attribute))]
+            and n.input[0] in shapes and (n.op_type != "Compress" or n.input[1] in shapes)]
     if opset < 11 or not todo:
         return model, []
     out = ModelProto()
@@ -170,7 +194,7 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
                              count)
             trimmed = [(0, axis)]
         else:
-            trimmed = [(k, 0) for k in _unique(b, n, shapes[n.input[0]], dtypes.get(n.input[0], np.float32), count)]
+            trimmed = _unique(b, n, shapes[n.input[0]], count)
         nodes.extend(b.nodes)
         out.graph.initializer.extend(b.inits)
         out.graph.output.append(helper.make_tensor_value_info(count, onnx.TensorProto.INT64, []))
