@@ -120,14 +120,20 @@ def control_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def bind_values(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
-    """A copy of ``model`` whose inputs named in ``values`` are initializers holding them."""
+    """A copy of ``model`` whose inputs named in ``values`` are initializers holding them, in the
+    input's declared element type (a float16 array bound into a model promoted to float32 becomes a
+    float32 initializer, as the input would have been widened at the boundary)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
+    declared = {i.name: i.type.tensor_type.elem_type for i in m.graph.input if i.type.HasField("tensor_type")}
     keep = [i for i in m.graph.input if i.name not in values]
     del m.graph.input[:]
     m.graph.input.extend(keep)
     for k, v in values.items():
-        m.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(v), k))
+        arr = np.asarray(v)
+        if declared.get(k):
+            arr = arr.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[k]), copy=False)
+        m.graph.initializer.append(onnx.numpy_helper.from_array(arr, k))
     return m
 
 

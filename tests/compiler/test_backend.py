@@ -195,3 +195,21 @@ def test_nonzero_output_length_follows_the_data_with_one_program():
         (y,) = rep.run([x])
         np.testing.assert_array_equal(y, ev.run(None, {"x": x})[0])
     assert len(rep.programs) == 1
+
+
+def test_float16_input_bound_as_a_value_is_widened_like_the_other_inputs():
+    # s decides y's shape (Reshape through Cast), so the backend binds its values into the program;
+    # it is float16 while the promoted model computes in float32 (and s is also read arithmetically).
+    t = helper.make_tensor_value_info
+    m = _model([helper.make_node("Cast", ["s"], ["si"], to=TensorProto.INT64),
+                helper.make_node("Reshape", ["x", "si"], ["r"]),
+                helper.make_node("ReduceMax", ["s"], ["sm"], keepdims=0),
+                helper.make_node("Mul", ["r", "sm"], ["y"])],
+               [t("x", TensorProto.FLOAT16, [2, 6]), t("s", TensorProto.FLOAT16, [2])],
+               [t("y", TensorProto.FLOAT16, None)], opset=17)
+    x = np.random.default_rng(9).standard_normal((2, 6)).astype(np.float16)
+    s = np.array([3, 4], np.float16)
+    (y,) = PrismBackend.prepare(m, isolate=False).run([x, s])
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "s": s})[0]
+    assert y.dtype == np.float16 and y.shape == (3, 4)
+    np.testing.assert_array_equal(y, ref)
