@@ -17,8 +17,10 @@ that an ``If`` condition or a ``Loop`` trip count is computed from (``control_in
 branch is chosen, or the loop unrolled, at compile time. Every other input stays a runtime
 input of the compiled code.
 
-Data-dependent lengths: a NonZero, Compress or Unique (no axis) whose results are graph outputs is compiled as a
-padded result plus a count, and the output is trimmed to the count (``compiler.frontend.bounded``).
+Data-dependent lengths: a NonZero, Compress, Unique or NonMaxSuppression whose results are graph outputs is
+compiled as a padded result plus a count, and the output is trimmed to the count (``compiler.frontend.bounded``).
+NonMaxSuppression's ``max_output_boxes_per_class`` sizes that bound, so it is bound by value; its thresholds stay
+runtime inputs.
 
 float16: a model with float16 inputs, outputs or initializers is computed in float32 (float16 at
 the boundary: inputs widened, outputs rounded to nearest even; ``compiler.frontend.float16``).
@@ -56,7 +58,7 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "Unsqueeze": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "Range": (0, 1, 2),
     "ConstantOfShape": (0,), "OneHot": (1,), "Split": (1,), "CumSum": (1,), "CumProd": (1,), "Trilu": (1,), "CenterCropPad": (1,),
     "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "AffineGrid": (1,), "Dropout": (1, 2), "MaxUnpool": (2,),
-    "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
+    "NonMaxSuppression": (2,), "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
     **{r: (1,) for r in _REDUCE},
 }
 

@@ -165,16 +165,26 @@ def _unique(b: _B, node: NodeProto, shape: list[int], count: str) -> list[tuple[
 
 def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype]
                   ) -> tuple[ModelProto, list[tuple[int, str, int]]]:
-    """Rewrite NonZero/Compress nodes whose output is a graph output only (see the module
-    docstring). Returns the new model (with one extra int64 scalar output per rewritten node) and
-    ``[(graph output index, count output name, axis to trim)]``; the model itself when none applies."""
+    """Rewrite NonZero, Compress, Unique and NonMaxSuppression nodes whose outputs are graph outputs
+    only (see the module docstring). Returns the new model (with one extra int64 scalar output per
+    rewritten node) and ``[(graph output index, count output name, axis to trim)]``; the model itself
+    when none applies. A NonMaxSuppression whose boxes and scores are both initializers is left to
+    constant folding."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     outs = [o.name for o in model.graph.output]
     used = {i for n in model.graph.node for i in n.input}
-    todo = [n for n in model.graph.node if n.op_type in ("NonZero", "Compress", "Unique")
-            and n.domain in ("", "ai.onnx") and all(o in outs and o not in used for o in n.output if o)
-            and n.input[0] in shapes and (n.op_type != "Compress" or n.input[1] in shapes)]
-    if opset < 11 or not todo:
+    inits = {t.name for t in model.graph.initializer}
+
+    def fits(n: NodeProto) -> bool:
+        if n.domain not in ("", "ai.onnx") or not all(o in outs and o not in used for o in n.output if o):
+            return False
+        if n.op_type == "NonMaxSuppression":
+            return len(n.output) == 1 and not (n.input[0] in inits and n.input[1] in inits)
+        return (opset >= 11 and n.op_type in ("NonZero", "Compress", "Unique") and n.input[0] in shapes
+                and (n.op_type != "Compress" or n.input[1] in shapes))
+
+    todo = [n for n in model.graph.node if fits(n)]
+    if not todo:
         return model, []
     out = ModelProto()
     out.CopyFrom(model)
@@ -190,11 +200,17 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
             _nonzero(b, n, shapes[n.input[0]], count)
             trimmed = [(0, 1)]
         elif n.op_type == "Compress":
-            axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.float32),
+            axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.dtype(np.float32)),
                              count)
             trimmed = [(0, axis)]
-        else:
+        elif n.op_type == "Unique":
             trimmed = _unique(b, n, shapes[n.input[0]], count)
+        else:  # NonMaxSuppression: the same node, given its count output (compiler.ops.detection)
+            bounded = NodeProto()
+            bounded.CopyFrom(n)
+            bounded.output.append(count)
+            b.nodes.append(bounded)
+            trimmed = [(0, 0)]
         nodes.extend(b.nodes)
         out.graph.initializer.extend(b.inits)
         out.graph.output.append(helper.make_tensor_value_info(count, onnx.TensorProto.INT64, []))

@@ -25,6 +25,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_grid,
     ops_linalg,
     ops_misc,
+    ops_nms,
     ops_nn,  # noqa: F401  (registers the reducing ops)
     ops_norm,
     ops_pad,
@@ -39,6 +40,7 @@ from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
 from .ops_elementwise import LOWERINGS, LowerCtx
 from .ops_nn import COMPLEX_OPS
+from .sequential import SEQUENTIAL
 from .tensor import Tensor, from_buffer
 
 
@@ -129,6 +131,9 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
     body: list[Stmt] = []
     out_bufs: dict[int, Buffer] = {}
     for iv, ov in zip(inner_out, outer_out, strict=True):
+        p = iv.producer
+        if p is not None and p.op_type in SEQUENTIAL and not (ov.type is not None and ov.type.is_static):
+            continue  # its lowering says why (a data-dependent length)
         dt, shape = _static(ov)
         out_bufs[id(iv)] = Buffer(f"out{len(out_bufs)}", dt, shape, "arena")
     n_tmp = 0
@@ -143,7 +148,31 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
         env[id(v)] = from_buffer(buf)
         upstream[id(v)] = set()
 
+    written: set[int] = set()  # outputs stored by a sequential lowering (compiler.loops.sequential)
+
+    def scratch(dtype: str, shape: tuple[int, ...]) -> Buffer:
+        nonlocal n_tmp
+        buf = Buffer(f"tmp{n_tmp}", dtype, shape, "scratch")
+        n_tmp += 1
+        lk.args.append(KernelArg("scratch", f"{kernel}.tmp{n_tmp - 1}", buf))
+        return buf
+
     for n in nodes:
+        if n.op_type in SEQUENTIAL and n.domain in ("", "ai.onnx"):
+            if any(v not in inner_out for v in n.outputs):
+                raise CompileError("lowering", f"{n.label} ({n.op_type}) must be a kernel of its own",
+                                   node=n.label, op=n.op_type)
+            for v in n.inputs:
+                if v is not None and id(v) not in env and v.const is not None:
+                    bind(v, v)
+            ins_t = [env[id(v)] if v is not None and id(v) in env else None for v in n.inputs]
+            outs_b = [out_bufs.get(id(v)) for v in n.outputs]  # None: no static shape (the lowering raises)
+            body.append(SEQUENTIAL[n.op_type](ctx, n, ins_t, outs_b, scratch))
+            for v in n.outputs:
+                env[id(v)] = from_buffer(out_bufs[id(v)])
+                upstream[id(v)] = set()
+                written.add(id(v))
+            continue
         fn = (override or {}).get(id(n)) or LOWERINGS.get(n.op_type)
         if fn is None or n.domain not in ("", "ai.onnx"):
             raise CompileError("lowering", f"no lowering for op {n.op_type} (node {n.label})", node=n.label,
@@ -191,6 +220,8 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
         buf = out_bufs[id(iv)]
         lk.args.append(KernelArg("value", ov.name, buf))
         lk.outputs.append(ov.name)
+        if id(iv) in written:
+            continue
         if build:
             body.append(lw.compute(buf, t.fn))
         else:
