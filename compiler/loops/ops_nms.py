@@ -26,7 +26,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CompileError
-from .ir import Allocate, Buffer, Expr, Float, For, If, Int, Load, Seq, Stmt, Store, Var, binary, select
+from .ir import (
+    Allocate,
+    Buffer,
+    Expr,
+    Float,
+    For,
+    If,
+    Int,
+    Load,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+    binary,
+    select,
+)
 from .sequential import ScratchFn, register_sequential
 from .tensor import Tensor
 
@@ -147,7 +162,7 @@ def lower_non_max_suppression(ctx: Any, node: Any, ins: list[Tensor | None], out
         _st(cnt, (0,), binary("+", _ld(cnt, 0), Int(1))),
         _st(total, (0,), binary("+", _ld(total, 0), Int(1))),
     ])
-    candidate = Seq([
+    candidate: Stmt = Seq([
         _st(keep, (0,), Int(1)),
         _corners(boxes, vb, e, center, bi),
         _area(bi, ai),
