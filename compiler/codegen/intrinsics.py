@@ -42,6 +42,10 @@ class Intrinsics:
 
     def call(self, b: ir.IRBuilder, fn: str, args: list[ir.Value]) -> ir.Value:
         t = args[0].type
+        if fn.startswith("narrow."):  # rounding to a narrow float format (compiler.codegen.narrow)
+            from .narrow import emit
+
+            return emit(self, b, fn, args[0])
         if fn == "neg":
             return b.fneg(args[0]) if not isinstance(_elem(t), ir.IntType) else b.neg(args[0])
         if fn == "abs" and isinstance(_elem(t), ir.IntType):

@@ -21,10 +21,12 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import FusedGroup, Node, Value
+from ..ops.registry import registry_key
 from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_grid,
     ops_linalg,
     ops_misc,
+    ops_narrow,
     ops_nms,
     ops_nn,  # noqa: F401  (registers the reducing ops)
     ops_norm,
@@ -173,8 +175,8 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
                 upstream[id(v)] = set()
                 written.add(id(v))
             continue
-        fn = (override or {}).get(id(n)) or LOWERINGS.get(n.op_type)
-        if fn is None or n.domain not in ("", "ai.onnx"):
+        fn = (override or {}).get(id(n)) or LOWERINGS.get(registry_key(n))
+        if fn is None:
             raise CompileError("lowering", f"no lowering for op {n.op_type} (node {n.label})", node=n.label,
                                op=n.op_type)
         ins = [v for v in n.inputs]

@@ -167,6 +167,12 @@ def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
     zp = ins[2] if len(ins) > 2 else None
     assert x is not None and scale is not None
     dt = ctx.out_dtype(node)
+    if dt == "f32":  # a narrow float output (compiler.frontend.narrow_types): x / y_scale (+ zero point),
+        def ffn(i: list[Expr]) -> Expr:  # rounded to the format by the NarrowCast that follows
+            s = _param_at(ctx, node, scale, x, i)
+            q = Bin("/", x[i] if x.dtype == dt else Cast(dt, x[i]), s if s.dtype == dt else Cast(dt, s))
+            return add(q, _param_at(ctx, node, zp, x, i)) if zp is not None else q
+        return [Tensor(x.shape, dt, ffn)]
     if dt not in _QRANGE:
         raise bad(node, "y_zero_point", f"output type {dt} is not supported")
     lo, hi = _QRANGE[dt]
@@ -188,6 +194,9 @@ def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
     dt = ctx.out_dtype(node)
 
     def fn(i: list[Expr]) -> Expr:
+        if x.dtype in ("f32", "f64"):  # float8/float4 data in float32 (compiler.frontend.narrow_types)
+            s = _param_at(ctx, node, scale, x, i)
+            return mul(x[i] if x.dtype == dt else Cast(dt, x[i]), s if s.dtype == dt else Cast(dt, s))
         v: Expr = Cast("i64", x[i]) if x.dtype != "i64" else x[i]
         if zp is not None:
             z = _param_at(ctx, node, zp, x, i)

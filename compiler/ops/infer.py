@@ -20,7 +20,7 @@ from onnx import helper
 
 from ..errors import CompileError
 from ..ir import Graph, Node, TensorType, Value, implicit_inputs
-from .registry import REGISTRY, InferContext
+from .registry import REGISTRY, InferContext, registry_key
 
 #: Tensors above this many elements are refused (the runtime indexes with 32-bit offsets).
 MAX_ELEMENTS = 2**31 - 1
@@ -69,7 +69,7 @@ def infer_node(node: Node, env: ShapeEnv) -> list[TensorType]:
 
     ctx = InferContext(node, env.opset, env.value)
     default = node.domain in ("", "ai.onnx")
-    entry = REGISTRY.get(node.op_type) if default else None
+    entry = REGISTRY.get(registry_key(node))
     if node.op_type in control.CONTROL and default:
         types = control.CONTROL[node.op_type](ctx, env)
     elif entry is not None:

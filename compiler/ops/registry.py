@@ -114,11 +114,14 @@ def op(*names: str, kind: str) -> Callable[[InferFn], InferFn]:
     return deco
 
 
+def registry_key(node: Node) -> str:
+    """``op_type`` for the default domain, ``domain.op_type`` otherwise (e.g. ``prism.NarrowCast``)."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
 def op_kind(node: Node) -> str:
-    """The fusion kind of ``node``; ``opaque`` for ops without a registry entry or other domains."""
-    if node.domain not in ("", "ai.onnx"):
-        return "opaque"
-    d = REGISTRY.get(node.op_type)
+    """The fusion kind of ``node``; ``opaque`` for ops without a registry entry."""
+    d = REGISTRY.get(registry_key(node))
     return d.kind if d is not None else "opaque"
 
 
