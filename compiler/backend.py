@@ -22,8 +22,12 @@ compiled as a padded result plus a count, and the output is trimmed to the count
 NonMaxSuppression's ``max_output_boxes_per_class`` sizes that bound, so it is bound by value; its thresholds stay
 runtime inputs.
 
-float16: a model with float16 inputs, outputs or initializers is computed in float32 (float16 at
-the boundary: inputs widened, outputs rounded to nearest even; ``compiler.frontend.float16``).
+Narrow element types (float16, bfloat16, the float8 formats, float8e8m0, float4e2m1, int4, uint4,
+int2, uint2) are storage types computed in a compute type (float32, int8, uint8): the model is
+legalized by ``compiler.frontend.narrow_types`` (explicit ``prism.NarrowCast`` rounding steps
+wherever the model produces a narrow value); narrow inputs (``ml_dtypes`` arrays, as
+``onnx.numpy_helper.to_array`` gives them) are widened exactly, and narrow outputs are encoded back
+to their declared type with ``ml_dtypes`` (exact: their values are on the format's grid).
 
 Options (keyword arguments of ``prepare``/``run_model``/``run_node``):
     pipeline: pass pipeline text or preset (default ``"O2"``).
@@ -147,11 +151,11 @@ class PrismRep(BackendRep):
 
     def __init__(self, model: onnx.ModelProto, *, pipeline: str = "O2", target: str = "host",
                  isolate: bool = True, timeout_s: float = 300.0) -> None:
-        from .frontend.float16 import F16, promote_float16, uses_float16
+        from .frontend.narrow_types import legalize, narrow_outputs, uses_narrow_types
 
-        self.f16_outputs = [k for k, o in enumerate(model.graph.output) if o.type.tensor_type.elem_type == F16]
-        if uses_float16(model):  # float16 storage, float32 compute (compiler.frontend.float16)
-            model = promote_float16(model)
+        self.narrow_outputs = narrow_outputs(model)  # {output index: storage dtype}
+        if uses_narrow_types(model):  # narrow storage, wider compute (compiler.frontend.narrow_types)
+            model = legalize(model)
         self.model = model
         self.pipeline = pipeline
         self.target = target
@@ -205,7 +209,9 @@ class PrismRep(BackendRep):
 
         Returns a namedtuple of the outputs in graph-output order. Raises CompileError.
         """
-        prog, arrays = self.program_for(self._inputs(inputs))
+        from .frontend.narrow_types import widen
+
+        prog, arrays = self.program_for([widen(a) for a in self._inputs(inputs)])
         if self.isolate:
             outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
         else:
@@ -217,8 +223,8 @@ class PrismRep(BackendRep):
             for k, name, axis in trims:
                 outs[k] = np.take(np.asarray(outs[k]), np.arange(int(counts[name])), axis=axis)
             outs = outs[:len(self.output_names)]
-        for k in self.f16_outputs:
-            outs[k] = np.asarray(outs[k]).astype(np.float16)
+        for k, dt in self.narrow_outputs.items():
+            outs[k] = np.asarray(outs[k]).astype(dt)
         return namedtupledict("Outputs", self.output_names)(*outs)
 
 
