@@ -14,7 +14,11 @@ its stage) or an unexpected exception in the compiler.
 
 Comparison: exactly as ``onnx.backend.test.runner.Runner.assert_similar_outputs``: same number of
 outputs, same shapes, same dtypes, strings equal, ``numpy.testing.assert_allclose(out, ref, rtol,
-atol)`` with the case's own tolerances; sequences compared element by element.
+atol)`` with the case's own tolerances; sequences compared element by element. Values of ``ml_dtypes``
+types (bfloat16, float8, float4e2m1, int4 ...) are compared after an exact widening to float64, so
+that the tolerance arithmetic is not itself rounded to the narrow type; bfloat16 outputs take
+``rtol = max(rtol, 2**-6)`` (two bfloat16 ULPs), as the upstream runner does (onnx 1.23
+``Runner.assert_similar_outputs``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ def compare(outputs: list[Any], expected: list[Any], rtol: float, atol: float) -
             continue
         if out.dtype != ref.dtype:
             return f"output {i}: dtype {out.dtype}, expected {ref.dtype}"
+        if ref.dtype.kind == "V":  # ml_dtypes (bfloat16, float8, int4 ...): compared exactly widened to float64
+            if ref.dtype.name == "bfloat16":
+                rtol = max(rtol, 2**-6)  # the upstream runner's rule: two bfloat16 ULPs
+            out, ref = out.astype(np.float64), ref.astype(np.float64)
         try:
             np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
         except AssertionError as e:
