@@ -10,6 +10,8 @@ have no LLVM intrinsic and are expanded here: ``tanh(x) = copysign((1 - e) / (1 
 Cephes ``expf`` polynomial, scaled by ``2^n`` built in the exponent bits; relative error within
 2 ulp on [-87.3, 88.7], 0 below (IEEE underflow region, where expf returns denormals < 1.2e-38), +inf
 above, NaN propagated. Sigmoid, Softmax, SiLU, Elu, tanh and erf use it.
+``narrow.<format>[...]`` (rounding f32 to a narrow float format's grid) is built by
+``compiler.codegen.narrow``.
 """
 
 from __future__ import annotations

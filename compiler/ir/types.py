@@ -37,7 +37,9 @@ Shape = tuple[Dim, ...]
 
 
 class UnsupportedDType(ValueError):
-    """An element type the IR does not model (bfloat16, float8, complex, int4 ...)."""
+    """An element type the IR does not model (complex, and the narrow storage types bfloat16,
+    float8, float4e2m1, int4 ..., which reach the IR only as their compute types after
+    ``compiler.frontend.narrow_types.legalize``)."""
 
 
 def elem_type_of(dtype: np.dtype | str | int) -> int:
