@@ -73,10 +73,10 @@ FLOAT8 = {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"}
 VALUE_PRESERVING = frozenset({
     "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
     "GatherElements", "GatherND", "Expand", "Tile", "Compress", "ReverseSequence", "Unique", "OneHot", "Where",
-    "Constant", "ConstantOfShape", "DepthToSpace", "SpaceToDepth", "TopK", "Max", "Min", "Relu", "Abs", "Neg",
-    "MaxPool", "ReduceMax", "ReduceMin", "If", "Loop", "Scan", "Dropout", "Shape", "Size", "Pad", "ScatterND",
-    "ScatterElements", "Trilu", "CenterCropPad", "Sign",
-})
+    "Constant", "ConstantOfShape", "DepthToSpace", "SpaceToDepth", "TopK", "Max", "Min", "Relu", "MaxPool",
+    "ReduceMax", "ReduceMin", "If", "Loop", "Scan", "Dropout", "Shape", "Size", "Pad", "ScatterND",
+    "ScatterElements", "Trilu", "CenterCropPad",
+})  # not Neg/Abs: -(-8) leaves int4, and -0 does not exist in the fnuz formats
 _TYPE_ATTRS = ("to", "dtype", "output_dtype")
 
 
