@@ -209,6 +209,7 @@ class PrismRep(BackendRep):
 
         Returns a namedtuple of the outputs in graph-output order. Raises CompileError.
         """
+        from .frontend.bounded import trim_outputs
         from .frontend.narrow_types import widen
 
         prog, arrays = self.program_for([widen(a) for a in self._inputs(inputs)])
@@ -218,11 +219,7 @@ class PrismRep(BackendRep):
             outs = run_program(prog, arrays)
         trims = self.trims.get(id(prog), [])
         if trims:  # bounded outputs (compiler.frontend.bounded): keep the valid prefix, drop the counts
-            names = list(dict.fromkeys(name for _k, name, _a in trims))  # appended in this order
-            counts = dict(zip(names, outs[len(self.output_names):], strict=True))
-            for k, name, axis in trims:
-                outs[k] = np.take(np.asarray(outs[k]), np.arange(int(counts[name])), axis=axis)
-            outs = outs[:len(self.output_names)]
+            outs = trim_outputs(outs, trims, len(self.output_names))
         for k, dt in self.narrow_outputs.items():
             outs[k] = np.asarray(outs[k]).astype(dt)
         return namedtupledict("Outputs", self.output_names)(*outs)

@@ -27,6 +27,9 @@ import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
 
+BOUNDED_OPS = ("NonZero", "Compress", "Unique", "NonMaxSuppression")  # what bound_outputs may rewrite
+
+
 class _B:
     def __init__(self, prefix: str, opset: int) -> None:
         self.prefix, self.opset, self.n = prefix, opset, 0
@@ -222,3 +225,22 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out, trims
+
+
+def trim_outputs(outs: list[Any], trims: list[tuple[int, str, int]], n_out: int) -> list[Any]:
+    """Apply the trims of :func:`bound_outputs` to the outputs of a bounded model run.
+
+    ``outs`` are its outputs in graph-output order: the ``n_out`` outputs of the model before the
+    rewrite, then the int64 scalar counts, one per rewritten node in the order ``trims`` first names
+    them. Returns the ``n_out`` outputs, each trimmed output cut to its first ``count`` entries along
+    its axis (``numpy.take``); unchanged when ``trims`` is empty. Raises ValueError when ``outs`` does
+    not hold ``n_out`` outputs plus one count per name in ``trims``.
+    """
+    outs = list(outs)
+    names = list(dict.fromkeys(name for _k, name, _a in trims))  # appended in this order
+    if len(outs) != n_out + len(names):
+        raise ValueError(f"{len(outs)} outputs for {n_out} outputs and {len(names)} counts")
+    counts = dict(zip(names, outs[n_out:], strict=True))
+    for k, name, axis in trims:
+        outs[k] = np.take(np.asarray(outs[k]), np.arange(int(np.asarray(counts[name]))), axis=axis)
+    return outs[:n_out]
