@@ -127,14 +127,15 @@ def export_model(graph: Graph, *, ir_version: int = EXPORT_IR_VERSION) -> onnx.M
     """Export a top-level graph as an ONNX model.
 
     Returns a ``ModelProto`` with ``ir_version`` 10, the graph's opset imports plus
-    ``prism`` version 1 when it has fused groups. Raises ``onnx.checker.ValidationError`` only
+    ``prism`` version 1 when it has fused groups or imports ``prism`` (``prism.NarrowCast``). Raises ``onnx.checker.ValidationError`` only
     through :func:`check_export`, never here.
     """
     opsets = {d: v for d, v in graph.opset_imports.items() if d != PRISM_DOMAIN} or {"": 17}
-    functions = _Functions(opsets)
+    prism_ops = PRISM_DOMAIN in graph.opset_imports  # prism.NarrowCast (compiler.frontend.narrow_types)
+    functions = _Functions(dict(opsets, **{PRISM_DOMAIN: 1}) if prism_ops else opsets)
     gp = graph_proto(graph, functions)
     all_opsets = dict(opsets)
-    if functions.protos:
+    if functions.protos or prism_ops:
         all_opsets[PRISM_DOMAIN] = 1
     model = helper.make_model(
         gp, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(all_opsets.items())],

@@ -192,3 +192,21 @@ def test_unknown_format_is_a_clear_error():
         PrismBackend.prepare(m, isolate=False).run([np.zeros(4, np.float32)])
     assert e.value.stage == "shape" and "nc" in str(e.value) and "float7" in str(e.value)
     assert onnx.defs.has("NarrowCast", "prism")
+
+
+@pytest.mark.parametrize("pipeline", ["O0", "O2"])
+def test_legalized_graph_exports_with_the_prism_domain(pipeline):
+    from compiler.events import EventStream
+    from compiler.export import check_export
+    from compiler.passes import PassContext
+    from compiler.passes.manager import run_pipeline
+    from compiler.passes.pipeline import parse_pipeline
+
+    vi = helper.make_tensor_value_info
+    m = _model([helper.make_node("Cast", ["x"], ["c"], to=T.BFLOAT16), helper.make_node("Celu", ["c"], ["y"])],
+               [vi("x", T.FLOAT, [4])], [vi("y", T.BFLOAT16, [4])])
+    g = import_model(legalize(m))
+    specialize(g, {"x": [4]})
+    run_pipeline(g, parse_pipeline(pipeline), PassContext(), EventStream(None))
+    out = check_export(g)  # onnx.checker accepts prism.NarrowCast (its schema is registered)
+    assert {o.domain: o.version for o in out.opset_import}.get("prism") == 1
