@@ -63,6 +63,7 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "ConstantOfShape": (0,), "OneHot": (1,), "Split": (1,), "CumSum": (1,), "CumProd": (1,), "Trilu": (1,), "CenterCropPad": (1,),
     "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "AffineGrid": (1,), "Dropout": (1, 2), "MaxUnpool": (2,),
     "NonMaxSuppression": (2,), "BlackmanWindow": (0,), "HannWindow": (0,), "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
+    "SplitToSequence": (1,), "SequenceInsert": (2,), "SequenceAt": (1,), "SequenceErase": (1,),
     **{r: (1,) for r in _REDUCE},
 }
 
@@ -168,16 +169,23 @@ class PrismRep(BackendRep):
         self.trims: dict[int, list[tuple[int, str, int]]] = {}  # per program: bounded outputs to trim
         self.value_inputs = shape_inputs(model)
         self.control_inputs = [n for n in control_inputs(model) if n not in self.value_inputs]
+        # sequence/optional inputs: one child model per length and presence; sequence/optional
+        # outputs: rebuilt from their element outputs (compiler.frontend.sequence_io)
+        self.sequence_inputs = any(i.type.WhichOneof("value") != "tensor_type" for i in model.graph.input
+                                   if i.name not in inits)
+        self.sequence_outputs = any(o.type.WhichOneof("value") != "tensor_type" for o in model.graph.output)
+        self.children: dict[tuple[str, ...], PrismRep] = {}
+        self.layouts: dict[int, tuple[list[str], dict[str, Any]]] = {}  # per program: element outputs
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):
             missing = [n for n in self.input_names if n not in inputs]
             if missing:
                 raise CompileError("request", f"missing inputs: {', '.join(missing)}")
-            return [np.asarray(inputs[n]) for n in self.input_names]
+            return [_as_input(inputs[n]) for n in self.input_names]
         if isinstance(inputs, np.ndarray | np.generic):
             inputs = [inputs]
-        arrs = [np.asarray(x) for x in inputs]
+        arrs = [_as_input(x) for x in inputs]
         if len(arrs) != len(self.input_names):
             raise CompileError("request", f"the model takes {len(self.input_names)} inputs "
                                f"({', '.join(self.input_names)}), {len(arrs)} were given")
@@ -197,18 +205,29 @@ class PrismRep(BackendRep):
 
             model = bind_values(self.model, vals) if vals else self.model
             shapes = {n: list(a.shape) for n, a in named.items() if n not in vals}
+            layout = None
+            if self.sequence_outputs:  # resolved here to learn the element outputs
+                from .frontend.sequence_io import output_layout
+                from .runtime.execute import prepare_model
+
+                model = prepare_model(model, shapes)
+                layout = ([o.name for o in model.graph.output], output_layout(model))
             known = dict(shapes, **{t.name: list(t.dims) for t in model.graph.initializer})
             model, trims = bound_outputs(model, known, {n: a.dtype for n, a in named.items()})
             prog = compile_program(model, shapes, pipeline=self.pipeline, target=self.target)
             self.programs[key] = prog
             self.trims[id(prog)] = trims
+            self.layouts[id(prog)] = layout
         return prog, [a for n, a in named.items() if n not in vals]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Run on ``inputs`` (a list in graph-input order, a single array, or ``{name: array}``).
 
-        Returns a namedtuple of the outputs in graph-output order. Raises CompileError.
+        Returns a namedtuple of the outputs in graph-output order (a sequence as a list of arrays, an
+        absent optional as None). Raises CompileError.
         """
+        if self.sequence_inputs:
+            return self._run_flattened(inputs)
         from .frontend.bounded import trim_outputs
         from .frontend.narrow_types import widen
 
@@ -218,11 +237,36 @@ class PrismRep(BackendRep):
         else:
             outs = run_program(prog, arrays)
         trims = self.trims.get(id(prog), [])
+        layout = self.layouts.get(id(prog))
+        n_out = len(layout[0]) if layout is not None else len(self.output_names)
         if trims:  # bounded outputs (compiler.frontend.bounded): keep the valid prefix, drop the counts
-            outs = trim_outputs(outs, trims, len(self.output_names))
+            outs = trim_outputs(outs, trims, n_out)
+        if layout is not None:
+            from .frontend.sequence_io import rebuild_outputs
+
+            outs = rebuild_outputs(self.output_names, layout[0], outs, layout[1])
         for k, dt in self.narrow_outputs.items():
             outs[k] = np.asarray(outs[k]).astype(dt)
         return namedtupledict("Outputs", self.output_names)(*outs)
+
+    def _run_flattened(self, inputs: Any) -> tuple[Any, ...]:
+        """Run with sequence/optional inputs given as lists/None: each element becomes a tensor input
+        of a child model compiled for that structure (``compiler.frontend.sequence_io``)."""
+        from .frontend.sequence_io import flatten_inputs
+
+        model, flat = flatten_inputs(self.model, dict(zip(self.input_names, self._inputs(inputs), strict=True)))
+        key = tuple(flat)
+        child = self.children.get(key)
+        if child is None:
+            child = self.children[key] = PrismRep(model, pipeline=self.pipeline, target=self.target,
+                                                  isolate=self.isolate, timeout_s=self.timeout_s)
+        return child.run(flat)
+
+
+def _as_input(x: Any) -> Any:
+    """An input value as the interface gives it: an array, or a list of arrays / None (a sequence or
+    an optional, see ``compiler.frontend.sequence_io``)."""
+    return x if x is None or isinstance(x, list | tuple) else np.asarray(x)
 
 
 class PrismBackend(Backend):

@@ -153,26 +153,28 @@ def prepare_model(proto: Any, input_shapes: Mapping[str, Sequence[int]] | None) 
     """The ONNX-level preparation before import (a new ModelProto; ``proto`` is not modified):
     models below opset 7 upgraded (:func:`upgrade_opset`), the input shapes written into the graph
     inputs, then, repeated while anything changes (bodies may hold more): statically resolvable
-    If/Loop/Scan inlined or unrolled (``compiler.frontend.control_flow``), LSTM/GRU/RNN unrolled
+    If/Loop/Scan inlined or unrolled (``compiler.frontend.control_flow``), sequence and optional
+    values resolved into tensors (``compiler.frontend.sequences``), LSTM/GRU/RNN unrolled
     (``compiler.frontend.unroll_rnn``), function ops without a lowering expanded
     (``compiler.frontend.expand``). A model without any of these comes back equivalent.
     Raises CompileError(stage="import") naming the node that cannot be prepared."""
     from ..frontend.control_flow import resolve_control_flow
     from ..frontend.expand import expand_functions
+    from ..frontend.sequences import resolve_sequences
     from ..frontend.unroll_rnn import unroll_rnns
 
     proto = upgrade_opset(proto)
     proto = with_input_shapes(proto, input_shapes)
-    for _ in range(3):  # each step returns its input object when it has nothing to do
+    for _ in range(8):  # each step returns its input object when it has nothing to do
         before = proto
         try:
-            proto = unroll_rnns(resolve_control_flow(proto))
+            proto = unroll_rnns(resolve_control_flow(resolve_sequences(proto)))
         except ValueError as e:
             raise CompileError("import", str(e)) from None
         proto = expand_functions(proto, keep=has_lowering)
         if proto is before:
             break
-    return proto
+    return resolve_sequences(proto, final=True)
 
 
 def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None, *, pipeline: str = "O2",
