@@ -26,7 +26,9 @@ domain ``prism`` (version 1) so that a legalized ModelProto passes ``onnx.checke
 
 from __future__ import annotations
 
-from onnx import TensorProto, defs
+import numpy as np
+from onnx import TensorProto, defs, helper
+from onnx.reference.op_run import OpRun
 
 from ..ir import TensorType
 from .registry import REGISTRY, InferContext, OpDef
@@ -71,6 +73,39 @@ def infer_narrow_cast(ctx: InferContext) -> list[TensorType]:
 
 
 REGISTRY[f"{DOMAIN}.{OP}"] = OpDef(OP, "elementwise", infer_narrow_cast)
+
+
+def narrow_reference(x: np.ndarray, to: str, saturate: int = 0, round_mode: str = "up") -> np.ndarray:
+    """``x`` converted to format ``to`` as ``onnx.reference`` converts (``op_cast.cast_to``: ``ml_dtypes``
+    and ``onnx.numpy_helper``; integer formats with ``saturate`` clip first, as QuantizeLinear does),
+    returned in the compute type. For compile time only (fold-constants on constant inputs); the
+    compiled program computes it with ``compiler.codegen.narrow``. Raises KeyError for an unknown
+    format."""
+    from onnx.reference.ops.op_cast import cast_to
+
+    elem, compute = FORMATS[to]
+    x = np.asarray(x)
+    if to in INT_BITS:
+        bits, signed = INT_BITS[to]
+        if saturate:
+            lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+            x = np.clip(x, lo, hi)
+        y = x.astype(helper.tensor_dtype_to_np_dtype(elem))
+    else:
+        y = cast_to(x.astype(np.float32), elem, bool(saturate), round_mode)  # type: ignore[arg-type]
+    return np.asarray(y).astype(helper.tensor_dtype_to_np_dtype(compute))
+
+
+class NarrowCast(OpRun):
+    """``prism.NarrowCast`` for ``onnx.reference.ReferenceEvaluator(new_ops=[NarrowCast])`` (compile
+    time: fold-constants), by :func:`narrow_reference`."""
+
+    op_domain = DOMAIN
+
+    def _run(self, x, to=None, saturate=None, round_mode=None):  # type: ignore[no-untyped-def]
+        to = to.decode() if isinstance(to, bytes) else to
+        mode = round_mode.decode() if isinstance(round_mode, bytes) else round_mode
+        return (narrow_reference(x, str(to), int(saturate or 0), mode or "up"),)
 
 
 def _register_schema() -> None:

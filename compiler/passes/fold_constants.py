@@ -84,7 +84,9 @@ def evaluate_node(node: Node, opset_imports: dict[str, int]) -> list[np.ndarray]
     model = helper.make_model(
         g, opset_imports=[helper.make_opsetid(d, ver) for d, ver in sorted(opsets.items())]
     )
-    results = ReferenceEvaluator(model).run(None, feeds)
+    from ..ops.narrow import NarrowCast  # prism.NarrowCast (compiler.frontend.narrow_types)
+
+    results = ReferenceEvaluator(model, new_ops=[NarrowCast]).run(None, feeds)
     return [np.asarray(r) for r in results]
 
 

@@ -210,3 +210,27 @@ def test_legalized_graph_exports_with_the_prism_domain(pipeline):
     run_pipeline(g, parse_pipeline(pipeline), PassContext(), EventStream(None))
     out = check_export(g)  # onnx.checker accepts prism.NarrowCast (its schema is registered)
     assert {o.domain: o.version for o in out.opset_import}.get("prism") == 1
+
+
+def test_narrow_casts_of_constants_fold_at_compile_time():
+    from compiler.events import EventStream
+    from compiler.passes import PassContext
+    from compiler.passes.manager import run_pipeline
+    from compiler.passes.pipeline import parse_pipeline
+
+    vi = helper.make_tensor_value_info
+    w = np.array([0.1, 300.0, -1e9, 2.5e-3], np.float32)
+    m = _model([helper.make_node("Cast", ["w"], ["c"], to=T.FLOAT8E5M2, saturate=1),
+                helper.make_node("Cast", ["w"], ["i"], to=T.INT4),
+                helper.make_node("Cast", ["i"], ["f"], to=T.FLOAT8E5M2),
+                helper.make_node("Add", ["x", "f"], ["s"]), helper.make_node("Add", ["s", "c"], ["y"])],
+               [vi("x", T.FLOAT8E5M2, [4])], [vi("y", T.FLOAT8E5M2, [4])], inits=[("w", w)])
+    g = import_model(legalize(m))
+    specialize(g, {"x": [4]})
+    run_pipeline(g, parse_pipeline("fold-constants"), PassContext(), EventStream(None))
+    text = print_graph(g)
+    # the three casts of the initializer were folded; the rounding steps of the two Adds stay
+    assert text.count("prism.NarrowCast(") == 2 and "%i = constant i8[4] dense<[0, -4, 0, 0]>" in text
+    x = np.array([1.0, -2.0, 0.5, 3.0], ml_dtypes.float8_e5m2)
+    (got,), (ref,) = _run(m, {"x": x})
+    _assert_same(got, ref)
