@@ -3,7 +3,8 @@
 Rewrites:
 - a node whose inputs are all constants (omitted optional inputs allowed), and a node with no
   inputs (``Constant``), is evaluated with ``onnx.reference.ReferenceEvaluator`` on a one-node
-  model and its outputs become constants;
+  model (``prism.NarrowCast`` by its reference ``OpRun`` in ``compiler.ops.narrow``) and its
+  outputs become constants;
 - ``Shape`` of a value whose shape is static (the value itself need not be constant) becomes the
   constant shape (``start``/``end`` as in the ONNX spec, opset 15), and ``Size`` of a static shape
   its element count. ``ConstantOfShape`` is covered by the first rule once its shape is constant,
