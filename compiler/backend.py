@@ -245,9 +245,17 @@ class PrismRep(BackendRep):
             from .frontend.sequence_io import rebuild_outputs
 
             outs = rebuild_outputs(self.output_names, layout[0], outs, layout[1])
+        return namedtupledict("Outputs", self.output_names)(*self._narrowed(outs))
+
+    def _narrowed(self, outs: list[Any]) -> list[Any]:
+        """``outs`` with the narrow-typed outputs encoded back to their storage dtype (each element
+        of a sequence; an absent optional stays None)."""
+        outs = list(outs)
         for k, dt in self.narrow_outputs.items():
-            outs[k] = np.asarray(outs[k]).astype(dt)
-        return namedtupledict("Outputs", self.output_names)(*outs)
+            v = outs[k]
+            outs[k] = None if v is None else [np.asarray(e).astype(dt) for e in v] if isinstance(v, list) \
+                else np.asarray(v).astype(dt)
+        return outs
 
     def _run_flattened(self, inputs: Any) -> tuple[Any, ...]:
         """Run with sequence/optional inputs given as lists/None: each element becomes a tensor input
@@ -260,7 +268,7 @@ class PrismRep(BackendRep):
         if child is None:
             child = self.children[key] = PrismRep(model, pipeline=self.pipeline, target=self.target,
                                                   isolate=self.isolate, timeout_s=self.timeout_s)
-        return child.run(flat)
+        return namedtupledict("Outputs", self.output_names)(*self._narrowed(list(child.run(flat))))
 
 
 def _as_input(x: Any) -> Any:

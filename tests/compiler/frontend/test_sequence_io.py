@@ -74,3 +74,22 @@ def test_rebuild_outputs_follows_the_layout():
               "t": {"kind": "tensor", "names": ["t__opt"]}}
     outs = rebuild_outputs(["s", "x", "o", "t"], ["s__seq0", "s__seq1", "x", "t__opt"], [1, 2, 3, 4], layout)
     assert outs == [[1, 2], 3, None, 4]
+
+
+def test_float16_sequences_in_and_out():
+    f16 = TensorProto.FLOAT16
+    body = helper.make_graph([helper.make_node("Mul", ["e", "e"], ["sq"])], "body",
+                             [helper.make_tensor_value_info("e", f16, None)], [helper.make_tensor_value_info("sq", f16, None)])
+    g = helper.make_graph([helper.make_node("SequenceMap", ["s"], ["q"], body=body),
+                           helper.make_node("ConcatFromSequence", ["q"], ["y"], axis=0)], "t",
+                          [helper.make_tensor_sequence_value_info("s", f16, None)],
+                          [helper.make_tensor_sequence_value_info("q", f16, None), helper.make_tensor_value_info("y", f16, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    rng = np.random.default_rng(5)
+    s = [(rng.standard_normal((k + 1, 3)) * 3).astype(np.float16) for k in range(2)]
+    q, y = PrismBackend.prepare(m, isolate=False).run([s])
+    rq, ry = ReferenceEvaluator(m).run(None, {"s": s})
+    assert y.dtype == np.float16 and all(a.dtype == np.float16 for a in q)
+    np.testing.assert_array_equal(y, ry)
+    for a, b in zip(q, rq, strict=True):
+        np.testing.assert_array_equal(a, b)
