@@ -22,6 +22,12 @@ compiled as a padded result plus a count, and the output is trimmed to the count
 NonMaxSuppression's ``max_output_boxes_per_class`` sizes that bound, so it is bound by value; its thresholds stay
 runtime inputs.
 
+Sequences and optionals (a list of arrays; None, an array or a list): each element of a sequence
+input is a tensor input of a model compiled for that length and presence, the sequence ops are
+resolved at compile time, and sequence/optional outputs are rebuilt from their element outputs
+(``compiler.frontend.sequence_io``, ``compiler.frontend.sequences``). Positions (SequenceAt/
+Insert/Erase) and SplitToSequence's ``split`` are bound by value like shape inputs.
+
 Narrow element types (float16, bfloat16, the float8 formats, float8e8m0, float4e2m1, int4, uint4,
 int2, uint2) are storage types computed in a compute type (float32, int8, uint8): the model is
 legalized by ``compiler.frontend.narrow_types`` (explicit ``prism.NarrowCast`` rounding steps
