@@ -4,6 +4,12 @@ with the original model's outputs on the same seeded random inputs (rtol 1e-4, a
 
 Inputs: float inputs standard-normal (seed 0), integer inputs 0, bool inputs False, shapes as
 specialized. ONNX Runtime runs with one intra-op thread and its default graph optimizations.
+
+Bounded outputs (``compiler.frontend.bounded``): the IR computes them padded, followed by their
+counts; each run of the exported model is cut to the counts (``trim_outputs``) before the
+comparison with the original model. A bounded NonMaxSuppression (ONNX's op plus a count output,
+which ONNX has not) is exported for ONNX Runtime as ONNX's NonMaxSuppression, its count read from
+the shape of its result (:func:`ort_form`).
 """
 
 from __future__ import annotations
@@ -70,13 +76,44 @@ def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray], names: Sequen
     return None
 
 
+def ort_form(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (changed in place) with every NonMaxSuppression that has a second, count output
+    (the bounded form) turned into ONNX's NonMaxSuppression followed by ``Shape`` and ``Gather`` of
+    its first dim into that count, in the graph and in function bodies. Returns ``model``."""
+    bodies = [model.graph.node] + [f.node for f in model.functions]
+    exact: set[str] = set()
+    for nodes in bodies:
+        for i in reversed(range(len(nodes))):
+            n = nodes[i]
+            if n.op_type != "NonMaxSuppression" or n.domain not in ("", "ai.onnx") or len(n.output) < 2:
+                continue
+            sel, count = n.output[0], n.output[1]
+            exact.add(sel)
+            del n.output[1:]
+            zero = onnx.helper.make_tensor(f"{count}__zero", onnx.TensorProto.INT64, [], [0])
+            extra = [onnx.helper.make_node("Shape", [sel], [f"{count}__shape"]),
+                     onnx.helper.make_node("Constant", [], [f"{count}__zero"], value=zero),
+                     onnx.helper.make_node("Gather", [f"{count}__shape", f"{count}__zero"], [count], axis=0)]
+            for k, e in enumerate(extra):
+                nodes.insert(i + 1 + k, e)
+    infos = [model.graph.value_info, model.graph.output] + [f.value_info for f in model.functions]
+    for vi in (vi for group in infos for vi in group if vi.name in exact):
+        dims = vi.type.tensor_type.shape.dim  # the padded length, which ONNX Runtime would fold Shape to
+        if dims:
+            dims[0].Clear()
+            dims[0].dim_param = f"{vi.name}_selected"
+    return model
+
+
 class PassChecker:
     """Holds the original model's outputs; :meth:`after_pass` checks the IR after a pass."""
 
     def __init__(self, proto: onnx.ModelProto, graph: Graph, input_shapes: Any = None, seed: int = 0,
-                 records: list[dict[str, Any]] | None = None) -> None:
+                 records: list[dict[str, Any]] | None = None, trims: list[tuple[int, str, int]] | None = None
+                 ) -> None:
         self.feeds = random_inputs(graph, seed)
-        self.names = [v.name for v in graph.outputs]
+        self.trims = list(trims or [])  # graph's bounded outputs: proto has them exact, graph padded
+        self.names = [v.name for v in graph.outputs][:len(proto.graph.output)]
         try:
             self.want = run_ort(proto, self.feeds)
         except Exception as exc:
@@ -94,7 +131,7 @@ class PassChecker:
         if ir == self._last_ir:  # the same IR text (constants by digest) was checked already
             self.records.append({"after": name, "passed": True, "problem": None, "skipped": "IR unchanged"})
             return
-        data = export_model(graph).SerializeToString()
+        data = ort_form(export_model(graph)).SerializeToString()
         try:
             onnx.checker.check_model(data)
         except onnx.checker.ValidationError as exc:
@@ -106,6 +143,10 @@ class PassChecker:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise CompileError("passes", f"after {name}: ONNX Runtime cannot run the exported model: {msg}",
                                pass_name=None if name == "import" else name) from None
+        if self.trims:
+            from ..frontend.bounded import trim_outputs
+
+            got = trim_outputs(got, self.trims, len(self.want))
         problem = compare(got, self.want, self.names)
         self.records.append({"after": name, "passed": problem is None, "problem": problem})
         self._last_ir = ir
