@@ -213,6 +213,27 @@ def _model_bytes(model: ModelSource) -> tuple[bytes | ModelProto, str]:
     return data, hashlib.sha256(data).hexdigest()
 
 
+def bound_model(proto: ModelProto, graph: Graph) -> tuple[ModelProto, list[tuple[int, str, int]]]:
+    """``proto`` with its data-dependent graph outputs in bounded form (``compiler.frontend.bounded``).
+
+    A NonZero, Compress, Unique or NonMaxSuppression whose results are graph outputs read by no other
+    node becomes its result padded to an upper bound plus an int64 count output (appended after the
+    graph outputs); ``graph`` is ``proto`` imported and specialized, read for the shapes and dtypes of
+    its values. Returns ``(model, trims)`` as :func:`compiler.frontend.bounded.bound_outputs` (the
+    model unchanged and ``[]`` when no node applies); the runtime cuts each output to its count with
+    :func:`compiler.frontend.bounded.trim_outputs`. Any other use of these ops is left as it is (and
+    fails in lowering with a CompileError naming the node, unless its input folds to a constant).
+    """
+    from .frontend.bounded import BOUNDED_OPS, bound_outputs
+
+    outs = {o.name for o in proto.graph.output}
+    if not any(n.op_type in BOUNDED_OPS and any(o in outs for o in n.output) for n in proto.graph.node):
+        return proto, []
+    typed = [v for v in graph.values() if v.type is not None and v.type.is_static]
+    shapes = {v.name: [int(d) for d in v.type.shape] for v in typed}  # type: ignore[union-attr]
+    return bound_outputs(proto, shapes, {v.name: v.type.dtype for v in typed})  # type: ignore[union-attr]
+
+
 def compile(
     model: ModelSource,
     *,
@@ -263,6 +284,11 @@ def compile(
         graph = import_model(proto)
         stage = "shape"
         specialize(graph, input_shapes)
+        reference = proto  # what ONNX Runtime runs: the model as given
+        proto, trims = bound_model(proto, graph)
+        if trims:  # the padded form is what the passes, the IR printer and the back end see
+            graph = import_model(proto)
+            specialize(graph, input_shapes)
         result.graph = graph
         stage_ms["import"] = (time.perf_counter() - t0) * 1000.0
 
@@ -273,7 +299,7 @@ def compile(
         if check_passes:
             from .passes.check import PassChecker
 
-            checker = PassChecker(proto, graph, input_shapes, records=result.checks)
+            checker = PassChecker(reference, graph, input_shapes, records=result.checks, trims=trims)
             after = checker.after_pass
         from .passes.manager import run_pipeline
 
@@ -286,7 +312,7 @@ def compile(
             from . import build
 
             build.run_backend(graph, ctx, events, target=target, verify=verify, benchmark=benchmark,
-                              model_proto=proto, input_shapes=input_shapes, stage_ms=stage_ms)
+                              model_proto=reference, input_shapes=input_shapes, stage_ms=stage_ms, trims=trims)
         # ---- end of back end hook ----
         result.duration_ms = round((time.perf_counter() - t_start) * 1000.0, 3)
         events.emit("compile.finished", duration_ms=result.duration_ms,

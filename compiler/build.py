@@ -39,8 +39,34 @@ def _kernel_name(node: Any, used: set[str]) -> str:
     return name
 
 
+def check_data_dependent(graph: Graph) -> None:
+    """Raise CompileError(stage="lowering") naming the first NonZero, Compress, Unique or
+    NonMaxSuppression node (``compiler.frontend.bounded.BOUNDED_OPS``) whose output still has a
+    data-dependent length: one that was not rewritten to its bounded form (padded plus a count)
+    because it is not a graph output or is read by another node, and was not folded to a constant."""
+    from .frontend.bounded import BOUNDED_OPS
+
+    for node in graph.walk():
+        if node.op_type not in BOUNDED_OPS or node.domain not in ("", "ai.onnx"):
+            continue
+        for v in node.outputs:
+            if v is None or v.type is None or v.type.is_static:
+                continue
+            readers = ", ".join(dict.fromkeys(  # by name: a fused group's body has its own values
+                f"{c.label} ({c.op_type})" for c in graph.walk()
+                if not isinstance(c, FusedGroup) and any(i is not None and i.name == v.name for i in c.inputs)))
+            where = f"; here %{v.name} is read by {readers}" if readers else ""
+            raise CompileError(
+                "lowering", f"{node.label} ({node.op_type}): the length of its output %{v.name} ({v.type}) depends on "
+                f"the data, so it has no static shape; Prism compiles {node.op_type} only when its results are graph "
+                f"outputs read by no other node (padded to their bound plus a count, then trimmed: "
+                f"compiler.frontend.bounded){where}", node=node.label, op=node.op_type)
+
+
 def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
-    """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering")."""
+    """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering"),
+    among others for a data-dependent output length (:func:`check_data_dependent`)."""
+    check_data_dependent(graph)
     opset = int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
     used: set[str] = set()
     out = []
@@ -63,8 +89,13 @@ def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) 
 
 
 def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, verify: bool, benchmark: bool,
-                model_proto: Any, input_shapes: Any, stage_ms: dict[str, float]) -> dict[str, Any]:
+                model_proto: Any, input_shapes: Any, stage_ms: dict[str, float],
+                trims: list[tuple[int, str, int]] | None = None) -> dict[str, Any]:
     """Lower, compile, run and verify ``graph`` for ``target``; returns a summary dict.
+
+    ``model_proto`` is the model ONNX Runtime runs for timing and verification; when ``graph`` has
+    bounded outputs (``compiler.api.bound_model``), ``trims`` lists them and Prism's outputs are cut
+    to their counts before the comparison.
 
     Raises CompileError (stages ``request``, ``lowering``, ``codegen``, ``run``); a failed
     verification is reported in ``model.verified`` (``passed: false``), not raised.
@@ -96,7 +127,7 @@ def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, ver
     t0 = time.perf_counter()
     res = run_model([{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
                      for lk, ck in zip(kernels, compiled, strict=True)], graph, plan,
-                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark)
+                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark, trims=trims)
     elapsed = (time.perf_counter() - t0) * 1e3
     by_name = {lk.name: lk for lk in kernels}
     for kt in res.get("kernels", []):

@@ -7,7 +7,8 @@ every kernel parameter (arena views at the planned offsets, inputs, outputs, con
 ``.npy`` files, scratch buffers), and runs the kernels in order. Before each kernel of the first run
 it appends ``start <kernel>`` to ``DIR/progress`` (unbuffered ``os.write``), so that if generated
 code kills the process the parent knows which kernel was running. Then it runs ONNX Runtime
-(``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares, times
+(``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares (bounded
+outputs cut to their counts first: ``compiler.frontend.bounded.trim_outputs``), times
 (warm-up, repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load)
 and writes ``DIR/result.json``.
 """
@@ -90,8 +91,12 @@ def main(d: Path) -> int:
         feed = {n: inputs[n] for n in man["inputs"]}
         ort_outs = dict(zip(man["ort_outputs"], sess.run(man["ort_outputs"], feed), strict=True))
     if man["verify"] and ort_outs is not None:
-        for ours, theirs in zip(man["outputs"], man["ort_outputs"], strict=True):
-            result["outputs"][ours] = _compare(outs[ours], ort_outs[theirs], man["rtol"], man["atol"])
+        from compiler.frontend.bounded import trim_outputs
+
+        n_out = len(man["ort_outputs"])  # bounded outputs: cut to their counts, which follow
+        ours = trim_outputs([outs[n] for n in man["outputs"]], [tuple(t) for t in man.get("trims", [])], n_out)
+        for name, got, theirs in zip(man["outputs"][:n_out], ours, man["ort_outputs"], strict=True):
+            result["outputs"][name] = _compare(got, ort_outs[theirs], man["rtol"], man["atol"])
     if man["benchmark"]:
         t0 = time.perf_counter()
         for _, fn, ptrs in calls:

@@ -60,8 +60,13 @@ def make_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_bytes: bytes, *, verify: bool,
               benchmark: bool, rtol: float = 1e-3, atol: float = 1e-4, budget_s: float = 4.0,
-              min_repeats: int = 5, max_repeats: int = 50, timeout_s: float = 900.0) -> dict[str, Any]:
+              min_repeats: int = 5, max_repeats: int = 50, timeout_s: float = 900.0,
+              trims: list[tuple[int, str, int]] | None = None) -> dict[str, Any]:
     """Run ``kernels`` (dicts with ``name``, ``symbol``, ``obj``, ``args``: list of KernelArg) in order.
+
+    ``trims`` (``compiler.frontend.bounded.bound_outputs``): the graph has bounded outputs followed
+    by their counts; the child cuts them to the counts (``trim_outputs``) and compares the model's
+    own outputs, one per output of ``model_bytes``.
 
     Returns the child's result: ``kernels`` [{name, median_us}], ``prism_ms``, ``onnxruntime_ms``,
     ``repeats``, ``outputs`` {name: {passed, max_abs_error, max_rel_error, ...}}. Raises
@@ -115,7 +120,7 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
         man = {"symbols": list(symbols), "arena_bytes": arena_bytes, "values": values, "consts": consts,
                "kernels": calls, "inputs": list(inputs), "outputs": outputs, "ort_outputs": ort_outputs,
                "verify": verify, "benchmark": benchmark, "rtol": rtol, "atol": atol, "budget_s": budget_s,
-               "min_repeats": min_repeats, "max_repeats": max_repeats}
+               "min_repeats": min_repeats, "max_repeats": max_repeats, "trims": [list(t) for t in trims or []]}
         (d / "manifest.json").write_text(json.dumps(man))
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
