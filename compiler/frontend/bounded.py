@@ -26,7 +26,6 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
-
 BOUNDED_OPS = ("NonZero", "Compress", "Unique", "NonMaxSuppression")  # what bound_outputs may rewrite
 
 
