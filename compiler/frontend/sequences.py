@@ -35,6 +35,7 @@ OptionalHasElement and OptionalGetElement (15/18).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -64,10 +65,34 @@ def needs_resolution(model: ModelProto) -> bool:
         any(vi.type.WhichOneof("value") in ("sequence_type", "optional_type") for vi in vis)
 
 
+class _SeqCtx(_Ctx):
+    """Fresh names ``<base>__sq<n>``, ``n`` past every such name already in the model (an earlier
+    round's), so that names made in different rounds never collide."""
+
+    def __init__(self, model: ModelProto) -> None:
+        super().__init__(model)
+        text = " ".join(_all_names(model.graph))
+        self.n = max((int(k) for k in re.findall(r"__sq(\d+)", text)), default=0)
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}__sq{self.n}"
+
+
+def _all_names(g: onnx.GraphProto) -> list[str]:
+    out = [t.name for t in g.initializer] + [i.name for i in g.input]
+    for n in g.node:
+        out.extend(n.output)
+        for a in n.attribute:
+            for sg in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                out.extend(_all_names(sg))
+    return out
+
+
 class _Resolver(SequenceOps):
     def __init__(self, model: ModelProto) -> None:
         self.model = model
-        self.ctx = _Ctx(model)
+        self.ctx = _SeqCtx(model)
         self.nodes = list(model.graph.node)
         self.consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
         for n in self.nodes:

@@ -191,3 +191,24 @@ def test_sequence_graph_input_outside_the_backend_is_an_error():
     m = _model([helper.make_node("SequenceLength", ["s"], ["n"])], [_seq("s")], [_t("n", TensorProto.INT64)])
     with pytest.raises(CompileError, match="graph input 's' is a sequence or optional"):
         prepare_model(m, {})
+
+
+def test_names_made_in_later_rounds_do_not_collide():
+    # SequenceMap A is inlined in the first round; the Loop is unrolled by control flow, so SequenceMap B
+    # (on the loop's sequence) is inlined in a later round: its copies must get names of their own
+    i64 = TensorProto.INT64
+    neg = helper.make_graph([helper.make_node("Neg", ["e"], ["r"])], "neg", [_t("e")], [_t("r")])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("SequenceInsert", ["acc", "x"], ["acc2"])],
+        "body", [_t("i", i64, []), _t("c", TensorProto.BOOL, []), _seq("acc")], [_t("c2", TensorProto.BOOL),
+                                                                                 _seq("acc2")])
+    nodes = [_const("trip", np.array(2, np.int64)), _const("cond", np.array(True)),
+             helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+             helper.make_node("SequenceMap", ["s"], ["a"], body=neg),
+             helper.make_node("ConcatFromSequence", ["a"], ["ya"], axis=0),
+             helper.make_node("SequenceEmpty", [], ["e0"], dtype=F),
+             helper.make_node("Loop", ["trip", "cond", "e0"], ["l"], body=body),
+             helper.make_node("SequenceMap", ["l"], ["b"], body=neg),
+             helper.make_node("ConcatFromSequence", ["b"], ["yb"], axis=0)]
+    m = _model(nodes, [_t("x", F, [2, 3])], [_t("ya"), _t("yb")])
+    _check(m, {"x": R.standard_normal((2, 3)).astype(np.float32)})
