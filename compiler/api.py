@@ -25,6 +25,7 @@ from .errors import CompileError
 from .events import EventCallback, EventStream
 from .frontend import ModelSource, describe_io, import_model, read_model, specialize
 from .frontend.importer import check_opset, default_opset
+from .frontend.narrow_types import uses_narrow_types
 from .frontend.specialize import bind_input_shapes
 from .ir import Graph
 from .passes import PassContext
@@ -102,6 +103,8 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
     check_target(target)
     text = parse_pipeline(pipeline).text()
     proto, _ = read_model(resolve_model(model))
+    if uses_narrow_types(proto):
+        proto = legalize_model(proto)[0]
     graph = import_model(proto)
     bound = bind_input_shapes(graph, input_shapes, stage="request")
     return {"target": target, "pipeline": text, "input_shapes": bound}
@@ -234,6 +237,51 @@ def bound_model(proto: ModelProto, graph: Graph) -> tuple[ModelProto, list[tuple
     return bound_outputs(proto, shapes, {v.name: v.type.dtype for v in typed})  # type: ignore[union-attr]
 
 
+def legalize_model(model: ModelProto) -> tuple[ModelProto, dict[str, Any]]:
+    """``model`` (with narrow element types) legalized, and its storage types.
+
+    The model is rewritten by :func:`compiler.frontend.narrow_types.legalize`: computed in float32,
+    int8 or uint8, with explicit ``prism.NarrowCast`` rounding steps. The graph IR built from it has
+    compute-type graph inputs and outputs. Returns ``(legalized model, {"io": {"inputs": {name: elem},
+    "outputs": {name: elem}}, "summary": {"values": [{"name", "role", "storage", "compute"}], "notes":
+    [str]}})``: the declared storage types of the narrow graph inputs and outputs
+    (``compiler.runtime.narrow_io``), in which the runner feeds ONNX Runtime and to which it encodes
+    Prism's outputs before comparing; ``summary`` is ``model["storage"]`` of the result.
+    """
+    from .frontend.narrow_types import legalize
+    from .ops.narrow import DOMAIN, OP
+    from .runtime.narrow_io import describe_storage, storage_io
+
+    io = storage_io(model)
+    legal = legalize(model)
+    steps = sum(1 for n in legal.graph.node if n.op_type == OP and n.domain == DOMAIN)
+    return legal, {"io": io, "summary": describe_storage(io, steps)}
+
+
+def pass_checker(reference: ModelProto, compiled: ModelProto, graph: Graph, input_shapes: Any,
+                 records: list[dict[str, Any]], trims: list[tuple[int, str, int]],
+                 storage: dict[str, Any] | None) -> Any:
+    """The ``check_passes`` checker (``compiler.passes.check.PassChecker``), or None when it cannot run.
+
+    A legalized model (``storage``) is checked against its legalized form (``compiled``: the same
+    float32 compute, which is what the passes must preserve) when ONNX Runtime can run that: when it
+    has no ``prism.NarrowCast`` step (float16). With rounding steps the checks are skipped, and one
+    record says why (``{"after": "import", "passed": None, "problem": None, "skipped": reason}``).
+    """
+    from .passes.check import PassChecker
+
+    if storage is None:
+        return PassChecker(reference, graph, input_shapes, records=records, trims=trims)
+    from .ops.narrow import DOMAIN
+
+    if any(n.domain == DOMAIN for n in compiled.graph.node):
+        records.append({"after": "import", "passed": None, "problem": None,
+                        "skipped": "the legalized model has prism.NarrowCast rounding steps, which ONNX Runtime "
+                                   "cannot run; the passes were not checked"})
+        return None
+    return PassChecker(compiled, graph, input_shapes, records=records, trims=trims)
+
+
 def compile(
     model: ModelSource,
     *,
@@ -254,6 +302,18 @@ def compile(
     pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). ``backend=False``
     stops after the graph passes (no lowering, codegen, run or verify). Never raises a
     CompileError: failures end in a ``compile.failed`` event and ``result.error``.
+
+    Narrow element types (float16, bfloat16, float8, float4e2m1, float8e8m0, int4/int2 ...): the model
+    is legalized (:func:`legalize_model`), so the IR, the passes and the kernels compute in float32
+    (int8/uint8 for int4/int2) with explicit ``prism.NarrowCast`` rounding steps; ``result.model``
+    keeps the declared types and adds ``"storage"`` ({"values": [{"name", "role", "storage",
+    "compute"}], "notes": ["float16 storage computed in float32 ..."]}); ``graph.metadata
+    ["storage_types"]`` holds ``{"inputs": {name: elem}, "outputs": {name: elem}}`` for the graph
+    inputs and outputs whose declared type is narrow (their IR type is the compute type). Verification
+    feeds ONNX Runtime the original model in the storage types and compares with Prism's outputs
+    encoded to them, at the storage type's tolerance (``compiler.runtime.narrow_io``); when ONNX
+    Runtime cannot run the model (no CPU kernel for a bfloat16 op ...), ``model.verified`` says
+    ``verified: false`` with the reason instead of failing the compilation.
     """
     events = EventStream(on_event)
     result = CompileResult(events=events.events, target=target)
@@ -274,17 +334,25 @@ def compile(
         ins, outs = describe_io(proto)
         result.model = {"name": proto.graph.name or "model", "sha256": sha, "opset": opset,
                         "inputs": ins, "outputs": outs}
+        storage = None
+        if uses_narrow_types(proto):  # narrow storage, wider compute (compiler.frontend.narrow_types)
+            legal, storage = legalize_model(proto)
+            result.model["storage"] = storage["summary"]
         events.emit("compile.started", model=result.model, target=target, pipeline=result.pipeline,
                     compiler_version=__version__)
         from .runtime.execute import (
             prepare_model,  # If/Loop/Scan, LSTM/GRU/RNN, function ops (issue 6)
         )
 
-        proto = prepare_model(proto, input_shapes)
+        proto = reference = prepare_model(proto, input_shapes)  # ONNX Runtime runs it (narrow types and all)
+        if storage is not None:
+            proto = prepare_model(legal, input_shapes)
         graph = import_model(proto)
+        if storage is not None:
+            graph.metadata["storage_types"] = storage["io"]
         stage = "shape"
         specialize(graph, input_shapes)
-        reference = proto  # what ONNX Runtime runs: the model as given
+        legal = proto  # the prepared, legalized model (the model itself when it has no narrow type)
         proto, trims = bound_model(proto, graph)
         if trims:  # the padded form is what the passes, the IR printer and the back end see
             graph = import_model(proto)
@@ -297,10 +365,8 @@ def compile(
         ctx = PassContext(target=target)
         after = None
         if check_passes:
-            from .passes.check import PassChecker
-
-            checker = PassChecker(reference, graph, input_shapes, records=result.checks, trims=trims)
-            after = checker.after_pass
+            checker = pass_checker(reference, legal, graph, input_shapes, result.checks, trims, storage)
+            after = checker.after_pass if checker is not None else None
         from .passes.manager import run_pipeline
 
         run_pipeline(graph, pipe, ctx, events, after_pass=after)
@@ -312,7 +378,8 @@ def compile(
             from . import build
 
             build.run_backend(graph, ctx, events, target=target, verify=verify, benchmark=benchmark,
-                              model_proto=reference, input_shapes=input_shapes, stage_ms=stage_ms, trims=trims)
+                              model_proto=reference, input_shapes=input_shapes, stage_ms=stage_ms, trims=trims,
+                              storage=storage["io"] if storage is not None else None)
         # ---- end of back end hook ----
         result.duration_ms = round((time.perf_counter() - t_start) * 1000.0, 3)
         events.emit("compile.finished", duration_ms=result.duration_ms,

@@ -15,6 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from onnx import TensorProto
+
 from .codegen.compile import CompiledKernel, compile_kernel
 from .errors import CompileError
 from .events import EventStream
@@ -26,6 +28,7 @@ from .schedule.microkernel import try_microkernel
 from .targets import Target, check_runnable, get_target
 
 SKIP_OPS = {"Constant"}
+NARROW_IR_ELEMS = frozenset({TensorProto.FLOAT16})  # storage types the IR models but codegen does not compute in
 
 
 def _kernel_name(node: Any, used: set[str]) -> str:
@@ -63,9 +66,38 @@ def check_data_dependent(graph: Graph) -> None:
                 f"compiler.frontend.bounded){where}", node=node.label, op=node.op_type)
 
 
+def check_compute_types(graph: Graph) -> None:
+    """Raise CompileError(stage="lowering") naming the first value (and the node that reads or writes
+    it) whose element type is a narrow storage type the code generator does not compute in (float16:
+    the only one the graph IR models). ``compiler.compile`` and the ONNX backend legalize such models
+    first (``compiler.frontend.narrow_types.legalize``: float16 computed in float32), so this catches
+    a graph that reached the back end without that step."""
+    def bad(v: Any) -> bool:
+        return v is not None and v.type is not None and v.type.elem_type in NARROW_IR_ELEMS
+
+    def fail(v: Any, where: str, node: Any = None) -> CompileError:
+        kw = {"node": node.label, "op": node.op_type} if node is not None else {}
+        return CompileError("lowering", f"{where}: value %{v.name} has element type {v.type.dtype.name} ({v.type}), a "
+                            "storage type the code generator does not compute in; the model must be legalized "
+                            "first (compiler.frontend.narrow_types.legalize computes float16 in float32, as "
+                            "compiler.compile does)", **kw)
+
+    for v in graph.inputs:
+        if bad(v):
+            raise fail(v, "graph input")
+    for node in graph.walk():
+        if node.op_type in SKIP_OPS:
+            continue
+        for w in [*node.inputs, *node.outputs]:
+            if bad(w):
+                raise fail(w, f"{node.label} ({node.op_type})", node)
+
+
 def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
     """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering"),
-    among others for a data-dependent output length (:func:`check_data_dependent`)."""
+    among others for a data-dependent output length (:func:`check_data_dependent`) or a value of a
+    narrow storage type (:func:`check_compute_types`)."""
+    check_compute_types(graph)
     check_data_dependent(graph)
     opset = int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
     used: set[str] = set()
@@ -90,12 +122,23 @@ def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) 
 
 def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, verify: bool, benchmark: bool,
                 model_proto: Any, input_shapes: Any, stage_ms: dict[str, float],
-                trims: list[tuple[int, str, int]] | None = None) -> dict[str, Any]:
+                trims: list[tuple[int, str, int]] | None = None,
+                storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """Lower, compile, run and verify ``graph`` for ``target``; returns a summary dict.
 
     ``model_proto`` is the model ONNX Runtime runs for timing and verification; when ``graph`` has
     bounded outputs (``compiler.api.bound_model``), ``trims`` lists them and Prism's outputs are cut
-    to their counts before the comparison.
+    to their counts before the comparison. ``storage`` (``compiler.api.legalize_model``): the declared
+    narrow types of the graph inputs and outputs of a legalized model, ``{"inputs": {name: elem},
+    "outputs": {name: elem}}``; the runner feeds ONNX Runtime in them and compares in them
+    (``compiler.runtime.narrow_io``).
+
+    ``model.verified`` has ``passed``, ``max_abs_error``, ``max_rel_error``, ``rtol``/``atol`` (the
+    loosest of the outputs'), ``atol_floor``, ``outputs`` (per output, with its own ``rtol``/``atol``
+    and, for a narrow one, its ``storage`` type) and ``verified`` (True). When ONNX Runtime cannot run
+    the model (no CPU kernel for one of its ops in that type ...), it has ``verified: false``,
+    ``passed: null``, null errors and ``message`` ("not verified: ONNX Runtime has no CPU kernel for
+    ..."), and the compilation still finishes.
 
     Raises CompileError (stages ``request``, ``lowering``, ``codegen``, ``run``); a failed
     verification is reported in ``model.verified`` (``passed: false``), not raised.
@@ -127,7 +170,8 @@ def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, ver
     t0 = time.perf_counter()
     res = run_model([{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
                      for lk, ck in zip(kernels, compiled, strict=True)], graph, plan,
-                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark, trims=trims)
+                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark, trims=trims,
+                    storage=storage)
     elapsed = (time.perf_counter() - t0) * 1e3
     by_name = {lk.name: lk for lk in kernels}
     for kt in res.get("kernels", []):
@@ -146,12 +190,22 @@ def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, ver
     if verify:
         t0 = time.perf_counter()
         outs = res.get("outputs", {})
+        if res.get("ort_error"):
+            message = f"not verified: {res['ort_error']}"
+            events.emit("model.verified", passed=None, verified=False, message=message, max_abs_error=None,
+                        max_rel_error=None, rtol=None, atol=None, outputs={})
+            summary.update(passed=None, verified=False, message=message)
+            stage_ms["verify"] = stage_ms.get("verify", 0.0) + (time.perf_counter() - t0) * 1e3
+            return summary
         if not outs:
             raise CompileError("verify", "no outputs were compared with ONNX Runtime")
         passed = all(o["passed"] for o in outs.values())
-        events.emit("model.verified", passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()),
-                    max_rel_error=max(o["max_rel_error"] for o in outs.values()), rtol=1e-3, atol=1e-4, atol_floor=1e-6,
-                    outputs=outs)
+        events.emit("model.verified", passed=passed, verified=True,
+                    max_abs_error=max(o["max_abs_error"] for o in outs.values()),
+                    max_rel_error=max(o["max_rel_error"] for o in outs.values()),
+                    rtol=max(o.get("rtol", 1e-3) for o in outs.values()),
+                    atol=max(o.get("atol", 1e-4) for o in outs.values()), atol_floor=1e-6, outputs=outs,
+                    **({"notes": res["notes"]} if res.get("notes") else {}))
         summary.update(passed=passed, max_abs_error=max(o["max_abs_error"] for o in outs.values()))
         stage_ms["verify"] = stage_ms.get("verify", 0.0) + (time.perf_counter() - t0) * 1e3
     return summary

@@ -62,6 +62,8 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
         m = e["model"]
         print(f"compiling {m['name']} (opset {m['opset']}, sha256 {m['sha256'][:12]}) for {e['target']}")
         print(f"pipeline: {e['pipeline'] or '(empty)'}")
+        for note in (m.get("storage") or {}).get("notes", []):  # narrow storage types (compiler.api.legalize_model)
+            print(f"storage: {note}")
     elif t == "pass.finished":
         s = e["stats"]
         print(f"[{e['index']:2d}] {e['name']:<34} {e['duration_ms']:9.1f} ms  "
@@ -79,6 +81,8 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
     elif t == "model.timed":
         print(f"model: prism {e.get('prism_ms')} ms, onnxruntime {e.get('onnxruntime_ms')} ms, "
               f"ratio {e.get('ratio')}")
+    elif t == "model.verified" and e.get("verified") is False:
+        print(f"verification: {e.get('message')}")
     elif t == "model.verified":
         print(f"verification: {'passed' if e.get('passed') else 'FAILED'} (max abs error {e.get('max_abs_error')}, "
               f"max rel error {e.get('max_rel_error')})")

@@ -46,8 +46,11 @@ def _np_dtype(short: str) -> str:
             "bool": "bool"}[short]
 
 
-def make_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: standard normal floats, zeros for integer inputs (shapes from the graph IR)."""
+def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs: standard normal floats, zeros for integer inputs (shapes and dtypes from the
+    graph IR). ``storage`` ({input: ONNX elem type}): inputs of a legalized model whose declared type
+    is narrow; their values are rounded to that format (``compiler.runtime.narrow_io.storage_inputs``)
+    and kept in the IR's compute dtype."""
     rng = np.random.default_rng(seed)
     out = {}
     for v in graph.inputs:
@@ -55,22 +58,34 @@ def make_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         shape = tuple(int(d) for d in v.type.shape)  # type: ignore[union-attr]
         dt = np.dtype(_np_dtype(v.type.short))
         out[v.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+    if storage:
+        from .narrow_io import storage_inputs
+
+        out = storage_inputs(out, storage)
     return out
 
 
 def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_bytes: bytes, *, verify: bool,
               benchmark: bool, rtol: float = 1e-3, atol: float = 1e-4, budget_s: float = 4.0,
               min_repeats: int = 5, max_repeats: int = 50, timeout_s: float = 900.0,
-              trims: list[tuple[int, str, int]] | None = None) -> dict[str, Any]:
+              trims: list[tuple[int, str, int]] | None = None,
+              storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """Run ``kernels`` (dicts with ``name``, ``symbol``, ``obj``, ``args``: list of KernelArg) in order.
+
+    ``storage`` (``compiler.api.legalize_model``): ``{"inputs": {name: elem}, "outputs": {name: elem}}``,
+    the declared narrow types of a legalized model's graph inputs and outputs. Their random inputs are
+    values of the storage type, given to ONNX Runtime in it and to Prism widened; Prism's outputs are
+    encoded to it before the comparison, at the type's tolerance (``compiler.runtime.narrow_io``,
+    which replaces ``rtol``/``atol`` for those outputs).
 
     ``trims`` (``compiler.frontend.bounded.bound_outputs``): the graph has bounded outputs followed
     by their counts; the child cuts them to the counts (``trim_outputs``) and compares the model's
     own outputs, one per output of ``model_bytes``.
 
     Returns the child's result: ``kernels`` [{name, median_us}], ``prism_ms``, ``onnxruntime_ms``,
-    ``repeats``, ``outputs`` {name: {passed, max_abs_error, max_rel_error, ...}}. Raises
-    CompileError(stage="run") on a crash (naming the kernel) or a timeout.
+    ``repeats``, ``outputs`` {name: {passed, max_abs_error, max_rel_error, rtol, atol, ...}} and, when
+    ONNX Runtime cannot load or run the model, ``ort_error`` (a sentence; then no ``outputs`` and no
+    ``onnxruntime_ms``). Raises CompileError(stage="run") on a crash (naming the kernel) or a timeout.
     """
     offsets = {b.value: b.offset for b in plan.buffers} if plan is not None else {}
     arena_bytes = int(plan.arena_bytes) if plan is not None else 0
@@ -106,7 +121,8 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
             calls.append({"name": k["name"], "symbol": k["symbol"], "args": args})
         for s, obj in symbols.items():
             (d / f"{s}.o").write_bytes(obj)
-        inputs = make_inputs(graph)
+        storage = storage or {"inputs": {}, "outputs": {}}
+        inputs = make_inputs(graph, storage=storage["inputs"])
         for i, (_n, arr) in enumerate(inputs.items()):
             np.save(d / f"input_{i}.npy", arr)
         (d / "model.onnx").write_bytes(model_bytes)
@@ -120,7 +136,8 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
         man = {"symbols": list(symbols), "arena_bytes": arena_bytes, "values": values, "consts": consts,
                "kernels": calls, "inputs": list(inputs), "outputs": outputs, "ort_outputs": ort_outputs,
                "verify": verify, "benchmark": benchmark, "rtol": rtol, "atol": atol, "budget_s": budget_s,
-               "min_repeats": min_repeats, "max_repeats": max_repeats, "trims": [list(t) for t in trims or []]}
+               "min_repeats": min_repeats, "max_repeats": max_repeats, "trims": [list(t) for t in trims or []],
+               "storage": storage, "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
         (d / "manifest.json").write_text(json.dumps(man))
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
@@ -141,6 +158,13 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
             where = f"in kernel {kernel}" if kernel else "before the first kernel"
             raise CompileError("run", f"generated code crashed {where}: {how} {tail}".strip(), kernel=kernel)
         return json.loads((d / "result.json").read_text())
+
+
+def _tolerances(outputs: list[str], storage: dict[str, int], rtol: float, atol: float) -> dict[str, list[float]]:
+    """``{output: [rtol, atol]}``: ``rtol``/``atol`` or, for a narrow output, its storage type's."""
+    from .narrow_io import tolerance
+
+    return {o: list(tolerance(storage[o])) if o in storage else [rtol, atol] for o in outputs}
 
 
 def _finished(d: Path) -> bool:
