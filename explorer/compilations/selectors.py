@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 from explorer.compilations.models import Compilation, CompilationEvent, UploadedModel
-from explorer.compilations.services.compiler_access import compiler_api
 
 EVENT_PAGE_MAX = 1000
 
@@ -88,38 +87,39 @@ def recent_compilations(limit: int = 50) -> list[Compilation]:
 
 @lru_cache(maxsize=4)
 def _catalog(version: str) -> dict:
-    with compiler_api() as compiler:
-        return {
-            "targets": compiler.list_targets(),
-            "passes": compiler.list_passes(),
-            "pipelines": compiler.list_pipelines(),
-        }
+    import compiler  # thread-safe: tests/compiler/test_api_threads.py
+
+    return {
+        "targets": compiler.list_targets(),
+        "passes": compiler.list_passes(),
+        "pipelines": compiler.list_pipelines(),
+    }
 
 
 def catalog(kind: str) -> list[dict]:
     """`targets`, `passes` or `pipelines` as the compiler lists them (cached per compiler version)."""
-    with compiler_api() as compiler:
-        version = str(compiler.__version__)
-    return _catalog(version)[kind]
+    import compiler
+
+    return _catalog(str(compiler.__version__))[kind]
 
 
 def expand_pipeline(text: str) -> tuple[str | None, str | None]:
     """`(expanded pipeline text, None)`, or `(None, one-line error)` naming the unknown pass or
     option (the compiler's own message, listing the valid ones)."""
-    with compiler_api() as compiler:
-        try:
-            return compiler.expand_pipeline(text), None
-        except compiler.CompileError as exc:
-            return None, exc.message
+    import compiler
+
+    try:
+        return compiler.expand_pipeline(text), None
+    except compiler.CompileError as exc:
+        return None, exc.message
 
 
 def samples() -> list[dict]:
     """The compiler's sample models: name, `available` (already on this server, no download
     needed), input shapes, source, and the URL that registers it as a model."""
-    with compiler_api():
-        from compiler import samples as compiler_samples
+    from compiler import samples as compiler_samples
 
-        listed = compiler_samples.list_samples()
+    listed = compiler_samples.list_samples()
     return [
         {k: v for k, v in s.items() if k != "path"}
         | {"available": bool(s.get("available", s.get("cached", False))),

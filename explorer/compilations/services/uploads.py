@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from explorer.compilations.models import UploadedModel, model_upload_path
-from explorer.compilations.services.compiler_access import compiler_api
 
 
 class UploadTooLarge(Exception):
@@ -79,10 +78,9 @@ def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
         KeyError: no such sample.
         InvalidModel: the sample could not be fetched or read (message says why).
     """
-    with compiler_api():
-        from compiler import samples
+    from compiler import samples  # thread-safe: tests/compiler/test_api_threads.py
 
-        entry = next((s for s in samples.list_samples() if s["name"] == sample_name), None)
+    entry = next((s for s in samples.list_samples() if s["name"] == sample_name), None)
     if entry is None:
         raise KeyError(sample_name)
     try:
@@ -110,13 +108,14 @@ def _register_file(
     existing = UploadedModel.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing, False
-    with compiler_api() as compiler:
-        try:
-            meta = compiler.inspect_model(path)
-        except compiler.CompileError as exc:
-            # the compiler's import errors name the problem already ("model is empty (0 bytes)",
-            # "not a valid ONNX model: the protobuf cannot be parsed ...", "not an ONNX model: ...")
-            raise InvalidModel(exc.message) from exc
+    import compiler  # thread-safe: tests/compiler/test_api_threads.py
+
+    try:
+        meta = compiler.inspect_model(path)
+    except compiler.CompileError as exc:
+        # the compiler's import errors name the problem already ("model is empty (0 bytes)",
+        # "not a valid ONNX model: the protobuf cannot be parsed ...", "not an ONNX model: ...")
+        raise InvalidModel(exc.message) from exc
     model = UploadedModel(
         sha256=sha256,
         name=os.path.basename(name)[:255] or "model.onnx",
