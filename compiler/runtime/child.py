@@ -83,7 +83,7 @@ def main(d: Path) -> int:
     ort_outs = None
     sess = None
     storage = man.get("storage") or {"inputs": {}, "outputs": {}}
-    ort_feed = _storage_feed({n: inputs[n] for n in man["inputs"]}, storage["inputs"])
+    ort_feed = _storage_feed(inputs, man["inputs"], man.get("ort_feeds", {}), storage["inputs"])
     if man["verify"] or man["benchmark"]:
         import onnxruntime as ort
 
@@ -168,14 +168,20 @@ def _session(ort: Any, path: Path, so: Any, result: dict) -> Any:
         return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def _storage_feed(feed: dict[str, np.ndarray], storage: dict[str, int]) -> dict[str, np.ndarray]:
-    """ONNX Runtime's inputs: those declared narrow (``storage``: {name: elem}) in their storage
-    dtype (exact: the runner drew them on the format's grid), the others as they are."""
-    if not storage:
-        return feed
-    from compiler.runtime.narrow_io import encode
+def _storage_feed(inputs: dict[str, np.ndarray], names: list[str], feeds: dict[str, str],
+                  storage: dict[str, int]) -> dict[str, np.ndarray]:
+    """ONNX Runtime's inputs, by its input names (``feeds``: {input: feed name}, ``narrow_io.ort_boundary``):
+    a float16 input in numpy's float16 (exact: the runner drew it on the grid), the others as they
+    are (the other narrow types are cast to their format by ONNX Runtime itself)."""
+    from onnx import TensorProto
 
-    return {n: encode(a, storage[n]) if n in storage else a for n, a in feed.items()}
+    out = {}
+    for n in names:
+        a = inputs[n]
+        if storage.get(n) == TensorProto.FLOAT16 and feeds.get(n, n) == n:
+            a = a.astype(np.float16)
+        out[feeds.get(n, n)] = a
+    return out
 
 
 def _ort_problem(exc: BaseException, storage: dict[str, dict[str, int]]) -> str:

@@ -122,11 +122,57 @@ def encode(a: np.ndarray, elem: int) -> np.ndarray:
     return np.asarray(a).astype(storage_dtype(elem))
 
 
+def ort_boundary(model: ModelProto, io: dict[str, dict[str, int]]) -> tuple[ModelProto, dict[str, str], list[str]]:
+    """``model`` as ONNX Runtime is given it for verification, with numpy-readable graph inputs and outputs.
+
+    ONNX Runtime's Python API exchanges float16 as numpy's float16, but it has no numpy type for
+    bfloat16, float8, float4 or int4/int2 (it refuses them, or returns float8 as raw uint8 bits). For
+    those, the graph input ``x`` becomes a compute-type input ``x__prism_feed`` followed by
+    ``Cast(to=storage)`` into ``x``, and each such output ``y`` is followed by a ``Cast`` to its compute
+    type written to the new graph output ``y__prism_fetch``: both casts are exact for values of the
+    format (the runner's inputs are), and ONNX Runtime runs them itself (where it has no Cast kernel
+    for the type, the model is reported as not verified). float16 inputs and outputs stay as they are.
+
+    Returns ``(model, {input name: feed name}, [graph output names, in order])``; ``model`` is not
+    modified (a copy is returned when anything changes).
+    """
+    wrap_in = {n: e for n, e in io["inputs"].items() if e != TensorProto.FLOAT16}
+    wrap_out = {n: e for n, e in io["outputs"].items() if e != TensorProto.FLOAT16}
+    feeds = {n: n for n in io["inputs"]}
+    if not wrap_in and not wrap_out:
+        return model, feeds, [o.name for o in model.graph.output]
+    m = ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    casts = []
+    for vi in g.input:
+        elem = wrap_in.get(vi.name)
+        if elem is None:
+            continue
+        feed = f"{vi.name}__prism_feed"
+        casts.append(helper.make_node("Cast", [feed], [vi.name], to=elem, name=f"{feed}_cast"))
+        feeds[vi.name] = feed
+        vi.name = feed
+        vi.type.tensor_type.elem_type = FORMATS[BY_ELEM[elem]][1]
+    nodes = casts + list(g.node)
+    for o in g.output:
+        elem = wrap_out.get(o.name)
+        if elem is not None:
+            fetch = f"{o.name}__prism_fetch"
+            comp = FORMATS[BY_ELEM[elem]][1]
+            nodes.append(helper.make_node("Cast", [o.name], [fetch], to=comp, name=f"{fetch}_cast"))
+            o.name = fetch
+            o.type.tensor_type.elem_type = comp
+    del g.node[:]
+    g.node.extend(nodes)
+    return m, feeds, [o.name for o in g.output]
+
+
 def tolerance(elem: int | None) -> tuple[float, float]:
     """``(rtol, atol)`` for an output of storage elem type ``elem`` (None: not narrow); module docstring."""
     name = BY_ELEM.get(elem) if elem is not None else None
     return _TOLERANCE.get(name, (FP32_RTOL, FP32_ATOL)) if name else (FP32_RTOL, FP32_ATOL)
 
 
-__all__ = ["compute_name", "describe_storage", "encode", "storage_inputs", "storage_io",
+__all__ = ["compute_name", "describe_storage", "encode", "ort_boundary", "storage_inputs", "storage_io",
            "tolerance", "type_name"]

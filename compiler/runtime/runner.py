@@ -16,6 +16,14 @@ floor matters only for outputs whose largest magnitude is below 1e-2: ONNX Runti
 activations (MLAS logistic, tanh) are approximations off by up to 1.2e-7 absolute (measured on
 PP-OCRv4's sigmoid output, whose values are all below 6e-5 on random input).
 
+Narrow storage types (``storage``, a legalized float16/bfloat16/float8 ... model: ``compiler.api.legalize_model``):
+the random inputs are values of the declared type, ONNX Runtime runs the original model in that type
+(``compiler.runtime.narrow_io.ort_boundary`` makes its inputs and outputs numpy-readable), Prism's
+outputs are encoded to the type before the comparison, and the type's tolerance replaces ``rtol``/``atol``
+(``compiler.runtime.narrow_io``: float16 rtol 1e-3, atol 2.5e-3, as ONNX Runtime's own tests). When
+ONNX Runtime cannot load or run the model (no CPU kernel for a bfloat16 op ...), the result says so
+(``ort_error``) and nothing is compared.
+
 Timing: one warm-up run, then ``repeats`` runs (enough for about ``budget_s / 2`` seconds, clamped
 to [``min_repeats``, ``max_repeats``]); each kernel's time is the median of its calls (µs), the model's
 the median of whole runs (ms), single thread. ONNX Runtime runs in the same child process with
@@ -125,10 +133,18 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
         inputs = make_inputs(graph, storage=storage["inputs"])
         for i, (_n, arr) in enumerate(inputs.items()):
             np.save(d / f"input_{i}.npy", arr)
-        (d / "model.onnx").write_bytes(model_bytes)
         import onnx
 
-        ort_outputs = [o.name for o in onnx.load_model_from_string(model_bytes).graph.output]
+        ort_model = onnx.load_model_from_string(model_bytes)
+        ort_feeds = {n: n for n in inputs}
+        if storage["inputs"] or storage["outputs"]:  # numpy-readable boundary for ONNX Runtime (narrow_io)
+            from .narrow_io import ort_boundary
+
+            ort_model, feeds, _ = ort_boundary(ort_model, storage)
+            ort_feeds.update(feeds)
+            model_bytes = ort_model.SerializeToString()
+        (d / "model.onnx").write_bytes(model_bytes)
+        ort_outputs = [o.name for o in ort_model.graph.output]
         outputs = [v.name for v in graph.outputs]
         for o in outputs:
             if o not in values:
@@ -137,7 +153,7 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
                "kernels": calls, "inputs": list(inputs), "outputs": outputs, "ort_outputs": ort_outputs,
                "verify": verify, "benchmark": benchmark, "rtol": rtol, "atol": atol, "budget_s": budget_s,
                "min_repeats": min_repeats, "max_repeats": max_repeats, "trims": [list(t) for t in trims or []],
-               "storage": storage, "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
+               "storage": storage, "ort_feeds": ort_feeds, "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
         (d / "manifest.json").write_text(json.dumps(man))
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
