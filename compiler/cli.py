@@ -86,6 +86,8 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
     elif t == "model.verified":
         print(f"verification: {'passed' if e.get('passed') else 'FAILED'} (max abs error {e.get('max_abs_error')}, "
               f"max rel error {e.get('max_rel_error')})")
+        for note in e.get("notes", []):
+            print(f"verification: note: {note}")
     elif t == "compile.finished":
         stages = ", ".join(f"{k} {v:.0f} ms" for k, v in e["stage_ms"].items())
         print(f"compiled in {e['duration_ms']:.0f} ms ({stages})")
@@ -124,8 +126,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _emit_files(Path(args.emit_dir), report, result.events)
     if args.json:
         print(result.to_json(indent=1))
+    elif args.check_passes and result.ok and any(c.get("passed") is None for c in result.checks):
+        print("check-passes: skipped: " + "; ".join(c["skipped"] for c in result.checks if c.get("passed") is None))
     elif args.check_passes and result.ok:
-        print("check-passes: every pass matches ONNX Runtime on the original model (rtol 1e-4, atol 1e-5)")
+        what = "the legalized model (float32 compute)" if (result.model or {}).get("storage") else "the original model"
+        print(f"check-passes: every pass matches ONNX Runtime on {what} (rtol 1e-4, atol 1e-5)")
     if not result.ok:
         err = result.error or {}
         where = "".join(f" [{k} {err[k]}]" for k in ("pass", "node", "kernel") if err.get(k))
