@@ -227,3 +227,9 @@ def test_cli_float16_and_bfloat16(tmp_path, capsys) -> None:
     assert main(["compile", str(tmp_path / "bf16.onnx"), "--verify"]) == 0
     out = capsys.readouterr().out
     assert "verification: not verified: ONNX Runtime has no CPU kernel for Relu(14) in bfloat16" in out
+
+
+def test_validate_request_accepts_a_bfloat16_model() -> None:
+    """The IR has no bfloat16: the request check legalizes as compile() does."""
+    got = compiler.validate_request(relu_sigmoid_bf16(), target="host", pipeline="O1", input_shapes=None)
+    assert got["input_shapes"] == {"x": [2, 8]}
