@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -98,6 +99,49 @@ def test_bad_requests_are_400_naming_the_problem(stack, model):
         assert r.status_code == 400 and "no-such-pass" in r.json()["error"]
         r = c.post("/api/compilations", json={"model": model["id"], "target": "z80"})
         assert r.status_code == 400 and "z80" in r.json()["error"]
+
+
+def test_a_cold_web_server_answers_concurrent_requests_as_a_warm_one_does(stack, model):
+    """The web process calls the compiler without a lock: a fresh server's first requests, 16 at
+    once, load the pass registry and the targets concurrently and must answer exactly as the warm
+    server answers the same requests one at a time."""
+    requests = [
+        ("post", "/api/pipelines/validate", {"pipeline": "O3"}),
+        ("post", "/api/pipelines/validate", {"pipeline": "fold-constants, fuse-ops{max-group-size=8}"}),
+        ("post", "/api/pipelines/validate", {"pipeline": "fold-constants,no-such-pass"}),
+        ("post", "/api/pipelines/validate", {"pipeline": "fuse-ops{bogus=1}"}),
+        ("get", "/api/passes", None),
+        ("get", "/api/targets", None),
+        ("get", "/api/pipelines", None),
+        ("get", "/api/samples", None),
+        ("post", "/api/compilations", {"model": model["id"], "pipeline": "simplify,nope"}),
+        ("post", "/api/compilations", {"model": model["id"], "target": "z80"}),
+        ("post", "/api/compilations", {"model": model["id"], "input_shapes": {"nope": [1]}}),
+        ("post", "/api/samples/light_squeezenet/model", None),  # the same bytes as `model`: 200
+    ]
+
+    def ask(url: str, i: int) -> tuple[int, object]:
+        method, path, body = requests[i]
+        r = httpx.request(method, url + path, json=body, timeout=120)
+        return r.status_code, r.json()
+
+    warm = [ask(stack.url, i) for i in range(len(requests))]
+    assert [code for code, _ in warm] == [200, 200, 400, 400, 200, 200, 200, 200, 400, 400, 400, 200], warm
+    url = stack.start_web("web-cold")
+    try:
+        barrier = threading.Barrier(16)
+
+        def client(t: int) -> list[tuple[int, tuple[int, object]]]:
+            order = [(t + k) % len(requests) for k in range(len(requests))]
+            barrier.wait()
+            return [(i, ask(url, i)) for i in order]
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = [a for batch in pool.map(client, range(16)) for a in batch]
+    finally:
+        stack.stop("web-cold")
+    wrong = [(requests[i][1], requests[i][2], got) for i, got in answers if got != warm[i]]
+    assert wrong == [], wrong[:3]
 
 
 def test_upload_over_the_limit_is_413_before_the_body_is_read(stack):
