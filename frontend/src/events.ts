@@ -14,12 +14,33 @@ export interface TensorInfo {
   shape: Dim[];
 }
 
+/** One graph input or output whose declared (storage) type is narrower than the type Prism computes in. */
+export interface StorageValue {
+  name: string;
+  role: "input" | "output";
+  /** The declared element type, e.g. "float16", "bfloat16", "float8e4m3fn". */
+  storage: string;
+  /** The element type the kernels compute in, e.g. "float32". */
+  compute: string;
+}
+
+/**
+ * `model.storage` (compiler.api.legalize_model, compiler.runtime.narrow_io.describe_storage): present
+ * only for a model with narrow element types; `notes` are sentences for the user, e.g.
+ * "float16 storage computed in float32: inputs widened exactly, results rounded to float16 ...".
+ */
+export interface StorageSummary {
+  values: StorageValue[];
+  notes: string[];
+}
+
 export interface ModelInfo {
   name: string;
   sha256: string;
   opset?: number;
   inputs: TensorInfo[];
   outputs: TensorInfo[];
+  storage?: StorageSummary;
   [extra: string]: unknown;
 }
 
@@ -153,19 +174,55 @@ export interface KernelTimed extends EventBase {
 export interface ModelTimed extends EventBase {
   type: "model.timed";
   prism_ms: number;
-  onnxruntime_ms: number;
-  /** prism_ms / onnxruntime_ms: below 1 means Prism is faster. */
-  ratio: number;
+  /** null when ONNX Runtime could not run the model (e.g. no CPU kernel for an op in bfloat16). */
+  onnxruntime_ms: number | null;
+  /** prism_ms / onnxruntime_ms: below 1 means Prism is faster; null without an ONNX Runtime time. */
+  ratio: number | null;
   repeats: number;
 }
 
+/**
+ * One output's comparison with ONNX Runtime (compiler/runtime/child.py `_compare`). Its
+ * `rtol`/`atol` are its own (a narrow output's are its storage type's); `storage` names that type;
+ * `message` says why it failed outright (e.g. "shape (2, 3) != (3, 2)"). Errors are null where
+ * they were not finite (the server stores no NaN or infinity).
+ */
+export interface OutputVerification {
+  passed: boolean;
+  max_abs_error: number | null;
+  max_rel_error: number | null;
+  rtol?: number;
+  atol?: number;
+  scale?: number;
+  atol_effective?: number;
+  storage?: string;
+  message?: string;
+  [extra: string]: unknown;
+}
+
+/**
+ * The comparison with ONNX Runtime (compiler/build.py `run_backend`). Three states:
+ * - verified and `passed: true`: the outputs match;
+ * - verified and `passed: false`: they differ;
+ * - `verified: false`, `passed: null`, null errors and tolerances: the comparison did not run
+ *   (ONNX Runtime could not run the model); `message` says why, e.g. "not verified: ONNX Runtime
+ *   has no CPU kernel for Relu(14) in bfloat16 (node '')".
+ * Logs from before `verified` existed lack it; they always verified. `notes` are remarks on how
+ * the reference ran (e.g. "ONNX Runtime ran the model with ir_version 10 (declared 11 ...)").
+ */
 export interface ModelVerified extends EventBase {
   type: "model.verified";
-  passed: boolean;
-  max_abs_error: number;
-  max_rel_error: number;
-  rtol: number;
-  atol: number;
+  passed: boolean | null;
+  verified?: boolean;
+  message?: string;
+  notes?: string[];
+  max_abs_error: number | null;
+  max_rel_error: number | null;
+  /** The loosest of the outputs' tolerances. */
+  rtol: number | null;
+  atol: number | null;
+  atol_floor?: number;
+  outputs?: Record<string, OutputVerification>;
 }
 
 export const STAGES = ["import", "passes", "lowering", "codegen", "run", "verify"] as const;

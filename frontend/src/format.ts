@@ -1,8 +1,8 @@
 /** Number formatting for the panes: units as DESIGN.md gives them (ms, µs, bytes, GFLOP/s). */
 import type { Dim } from "./events";
 
-export function fmtMs(ms: number | undefined): string {
-  if (ms === undefined || !Number.isFinite(ms)) return "–";
+export function fmtMs(ms: number | null | undefined): string {
+  if (ms === undefined || ms === null || !Number.isFinite(ms)) return "–";
   if (ms < 1) return `${(ms * 1000).toFixed(0)} µs`;
   if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
   return `${(ms / 1000).toFixed(2)} s`;
@@ -25,12 +25,12 @@ export function fmtBytes(b: number | undefined): string {
   return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
 }
 
-export function fmtNum(x: number | undefined, digits = 2): string {
+export function fmtNum(x: number | null | undefined, digits = 2): string {
   if (x === undefined || x === null || !Number.isFinite(x)) return "–";
   return x.toFixed(digits);
 }
 
-export function fmtSci(x: number | undefined): string {
+export function fmtSci(x: number | null | undefined): string {
   if (x === undefined || x === null || !Number.isFinite(x)) return "–";
   return x === 0 ? "0" : x.toExponential(2);
 }

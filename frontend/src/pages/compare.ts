@@ -1,57 +1,21 @@
 /**
  * `/compare/<a>...<b>`: two compilations side by side (say the same model for two targets or
- * two pipelines): headline numbers, pass by pass, kernel by kernel, and the final IR diff.
+ * two pipelines): headline numbers (compareRows.ts), pass by pass, kernel by kernel, and the
+ * final IR diff.
  * Each side is the same pure reducer over its own event feed, so it also fills in live.
  */
-import { api, followEvents, type Compilation, type EventFeed } from "../api";
+import { api, followEvents, type EventFeed } from "../api";
 import { diffViewer, type DiffViewer } from "../editor";
 import { emptyState, h, replace } from "../dom";
-import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtUs } from "../format";
+import { fmtMs, fmtUs } from "../format";
 import { graphIr } from "../lang/graphir";
 import { linkTo } from "../router";
-import { initialState, isDone, reduce, type CompilationState } from "../state";
+import { initialState, isDone, reduce } from "../state";
+import { overview, ratio, type CompareSide } from "./compareRows";
 
-interface Side {
+interface Side extends CompareSide {
   id: string;
-  state: CompilationState;
-  meta: Compilation | null;
   feed: EventFeed | null;
-  missing: boolean;
-}
-
-type Row = [label: string, a: string, b: string, ratio?: string];
-
-function ratio(a: number | undefined, b: number | undefined): string {
-  return a !== undefined && b !== undefined && a > 0 ? `${fmtNum(b / a)}×` : "";
-}
-
-function status(s: Side): string {
-  if (s.missing) return "not found";
-  return s.state.failed ? `failed (${s.state.failed.stage})` : s.state.finished ? "succeeded" : s.state.nextSeq > 0 ? "running" : (s.meta?.status ?? "loading");
-}
-
-function overview(a: Side, b: Side): Row[] {
-  const A = a.state;
-  const B = b.state;
-  const lastStats = (s: CompilationState) => s.passes[s.passes.length - 1]?.stats;
-  const kernelUs = (s: CompilationState) => [...s.kernels.values()].reduce((t, k) => t + (k.timed?.median_us ?? 0), 0);
-  const verdict = (s: CompilationState) => (s.verification ? `${s.verification.passed ? "✔ match" : "✘ differ"} (max abs ${fmtSci(s.verification.max_abs_error)})` : "–");
-  return [
-    ["model", A.started?.model.name ?? "–", B.started?.model.name ?? "–"],
-    ["target", A.started?.target ?? a.meta?.target ?? "–", B.started?.target ?? b.meta?.target ?? "–"],
-    ["pipeline", String(a.meta?.requested_pipeline ?? a.meta?.pipeline ?? "–"), String(b.meta?.requested_pipeline ?? b.meta?.pipeline ?? "–")],
-    ["status", status(a), status(b)],
-    ["Prism latency", fmtMs(A.timing?.prism_ms), fmtMs(B.timing?.prism_ms), ratio(A.timing?.prism_ms, B.timing?.prism_ms)],
-    ["ONNX Runtime latency", fmtMs(A.timing?.onnxruntime_ms), fmtMs(B.timing?.onnxruntime_ms), ratio(A.timing?.onnxruntime_ms, B.timing?.onnxruntime_ms)],
-    ["Prism / ONNX Runtime", A.timing ? `${fmtNum(A.timing.ratio)}×` : "–", B.timing ? `${fmtNum(B.timing.ratio)}×` : "–"],
-    ["accuracy", verdict(A), verdict(B)],
-    ["sum of kernel times", A.kernels.size ? fmtUs(kernelUs(A)) : "–", B.kernels.size ? fmtUs(kernelUs(B)) : "–", ratio(kernelUs(A) || undefined, kernelUs(B) || undefined)],
-    ["compile time", fmtMs(A.finished?.duration_ms), fmtMs(B.finished?.duration_ms), ratio(A.finished?.duration_ms, B.finished?.duration_ms)],
-    ["passes", String(A.passes.length), String(B.passes.length)],
-    ["nodes after the passes", String(lastStats(A)?.nodes ?? "–"), String(lastStats(B)?.nodes ?? "–")],
-    ["fused groups / kernels", `${A.fusion?.groups.length ?? "–"} / ${A.kernels.size}`, `${B.fusion?.groups.length ?? "–"} / ${B.kernels.size}`],
-    ["arena (no sharing)", A.memory ? `${fmtBytes(A.memory.arena_bytes)} (${fmtBytes(A.memory.no_sharing_bytes)})` : "–", B.memory ? `${fmtBytes(B.memory.arena_bytes)} (${fmtBytes(B.memory.no_sharing_bytes)})` : "–", ratio(A.memory?.arena_bytes, B.memory?.arena_bytes)],
-  ];
 }
 
 function table(head: string[], rows: string[][], numericFrom = 1): HTMLElement {

@@ -1,9 +1,13 @@
-/** Summary: latency against ONNX Runtime, accuracy verdict, compile time per stage, memory. */
-import { STAGES } from "../events";
+/**
+ * Summary: the model (with its storage types), latency against ONNX Runtime, the accuracy verdict
+ * (match, differ, or not verified with the reason: verdict.ts), compile time per stage, memory.
+ */
+import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary } from "../events";
 import { h, replace } from "../dom";
-import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
+import { fmtBytes, fmtMs, fmtNum, fmtShape } from "../format";
 import { splitPipeline } from "../pipeline";
 import type { CompilationState } from "../state";
+import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
 import type { Pane, PaneContext } from "./types";
 
 function card(title: string, ...body: (Node | string | null)[]): HTMLElement {
@@ -17,6 +21,48 @@ function pending(state: CompilationState, what: string): HTMLElement {
 
 function bar(label: string, value: number, max: number, text: string, cls = ""): HTMLElement {
   return h("div", { class: `hbar ${cls}` }, h("span", { class: "hbar-label" }, label), h("span", { class: "hbar-track" }, h("span", { class: "hbar-fill", style: { width: `${max > 0 ? (100 * value) / max : 0}%` } })), h("span", { class: "hbar-value" }, text));
+}
+
+/** The storage types of a model with narrow element types, and the compiler's notes on them. */
+function storageBlock(storage: StorageSummary | undefined): HTMLElement | null {
+  const lines = storageLines(storage);
+  const notes = storageNotes(storage);
+  if (!lines.length && !notes.length) return null;
+  return h("div", { class: "storage" },
+    ...lines.map((l) => h("p", { class: "storage-line" }, "Storage: ", l)),
+    notes.length ? h("ul", { class: "notes muted" }, ...notes.map((n) => h("li", null, n))) : null);
+}
+
+function latency(t: ModelTimed): HTMLElement {
+  const ort = t.onnxruntime_ms;
+  if (ort === null || ort === undefined || t.ratio === null || t.ratio === undefined) {
+    return h("div", null,
+      bar("Prism", t.prism_ms, t.prism_ms, fmtMs(t.prism_ms), "prism"),
+      h("p", { class: "muted" }, `median of ${t.repeats} runs; ONNX Runtime did not run this model, so there is no comparison`));
+  }
+  const max = Math.max(t.prism_ms, ort);
+  return h("div", null,
+    h("p", { class: "big" }, `${fmtNum(t.ratio)}×`, h("span", { class: "muted" }, t.ratio <= 1 ? " of ONNX Runtime's time (Prism faster)" : " of ONNX Runtime's time (Prism slower)")),
+    bar("Prism", t.prism_ms, max, fmtMs(t.prism_ms), "prism"),
+    bar("ONNX Runtime", ort, max, fmtMs(ort), "ort"),
+    h("p", { class: "muted" }, `median of ${t.repeats} runs`));
+}
+
+const VERDICT_CLASS = { passed: "ok", differ: "bad", "not-verified": "unverified" } as const;
+
+function accuracy(v: ModelVerified): HTMLElement {
+  const d = describeVerification(v);
+  const rows = outputRows(v);
+  return h("div", null,
+    h("p", { class: `verdict ${VERDICT_CLASS[d.kind]}` }, d.headline),
+    d.reason !== null ? h("p", { class: "verdict-reason" }, d.reason) : null,
+    d.detail !== null ? h("p", null, d.detail) : null,
+    rows.length > 1 || rows.some((r) => r[6] !== "" || (r[1] !== "match" && r[1] !== "differ"))
+      ? h("table", { class: "grid outputs" },
+          h("thead", null, h("tr", null, ...["output", "verdict", "max abs", "max rel", "rtol", "atol", "storage"].map((x) => h("th", null, x)))),
+          h("tbody", null, ...rows.map((r) => h("tr", null, h("td", null, h("code", null, r[0])), ...r.slice(1).map((x) => h("td", null, x))))))
+      : null,
+    d.notes.length ? h("ul", { class: "notes muted" }, ...d.notes.map((n) => h("li", null, n))) : null);
 }
 
 export function summaryPane(): Pane {
@@ -45,29 +91,18 @@ export function summaryPane(): Pane {
                   ...s.model.inputs.map((i) => h("tr", null, h("td", null, "input"), h("td", null, h("code", null, i.name)), h("td", null, i.dtype), h("td", null, fmtShape(i.shape)), h("td", null, shapes[i.name] ? `bound to ${fmtShape(shapes[i.name])}` : ""))),
                   ...s.model.outputs.map((o) => h("tr", null, h("td", null, "output"), h("td", null, h("code", null, o.name)), h("td", null, o.dtype), h("td", null, fmtShape(o.shape)), h("td", null, ""))),
                 )),
+                storageBlock(s.model.storage),
                 h("details", null, h("summary", null, `Pipeline: ${splitPipeline(s.pipeline).length} passes`), h("ol", { class: "pipeline-list" }, ...splitPipeline(s.pipeline).map((p) => h("li", null, h("code", null, p.name), p.options ? h("code", { class: "muted" }, `{${p.options}}`) : null)))),
               )
             : pending(state, "the model"),
         ),
         card(
           "Latency",
-          t
-            ? h("div", null,
-                h("p", { class: "big" }, `${fmtNum(t.ratio)}×`, h("span", { class: "muted" }, t.ratio <= 1 ? " of ONNX Runtime's time (Prism faster)" : " of ONNX Runtime's time (Prism slower)")),
-                bar("Prism", t.prism_ms, Math.max(t.prism_ms, t.onnxruntime_ms), fmtMs(t.prism_ms), "prism"),
-                bar("ONNX Runtime", t.onnxruntime_ms, Math.max(t.prism_ms, t.onnxruntime_ms), fmtMs(t.onnxruntime_ms), "ort"),
-                h("p", { class: "muted" }, `median of ${t.repeats} runs`),
-              )
-            : pending(state, "model timing"),
+          t ? latency(t) : pending(state, "model timing"),
         ),
         card(
           "Accuracy",
-          v
-            ? h("div", null,
-                h("p", { class: `verdict ${v.passed ? "ok" : "bad"}` }, v.passed ? "✔ outputs match ONNX Runtime" : "✘ outputs differ from ONNX Runtime"),
-                h("p", null, `max abs error ${fmtSci(v.max_abs_error)} · max rel error ${fmtSci(v.max_rel_error)} · rtol ${fmtSci(v.rtol)} · atol ${fmtSci(v.atol)}`),
-              )
-            : pending(state, "verification"),
+          v ? accuracy(v) : pending(state, "verification"),
         ),
         card(
           "Compile time",

@@ -1,0 +1,54 @@
+/**
+ * The compare page's overview rows (`/compare/<a>...<b>`), one string per cell, from the two
+ * sides' reduced states. The accuracy row says match, differ or "not verified (<reason>)"
+ * (verdict.ts), never "differ" for a run that did not verify; storage types and the compiler's
+ * notes (storage and verification) have rows of their own.
+ */
+import type { Compilation } from "../api";
+import { fmtBytes, fmtMs, fmtNum, fmtUs } from "../format";
+import type { CompilationState } from "../state";
+import { shortVerdict, storageKinds, storageNotes } from "../verdict";
+
+/** What the overview reads of one side. */
+export interface CompareSide {
+  state: CompilationState;
+  meta: Compilation | null;
+  missing: boolean;
+}
+
+export type Row = [label: string, a: string, b: string, ratio?: string];
+
+export function ratio(a: number | null | undefined, b: number | null | undefined): string {
+  return a !== undefined && a !== null && b !== undefined && b !== null && a > 0 ? `${fmtNum(b / a)}×` : "";
+}
+
+function status(s: CompareSide): string {
+  if (s.missing) return "not found";
+  return s.state.failed ? `failed (${s.state.failed.stage})` : s.state.finished ? "succeeded" : s.state.nextSeq > 0 ? "running" : (s.meta?.status ?? "loading");
+}
+
+export function overview(a: CompareSide, b: CompareSide): Row[] {
+  const A = a.state;
+  const B = b.state;
+  const lastStats = (s: CompilationState) => s.passes[s.passes.length - 1]?.stats;
+  const kernelUs = (s: CompilationState) => [...s.kernels.values()].reduce((t, k) => t + (k.timed?.median_us ?? 0), 0);
+  const notes = (s: CompilationState) => [...storageNotes(s.started?.model.storage), ...(s.verification?.notes ?? [])].join(" · ") || "–";
+  return [
+    ["model", A.started?.model.name ?? "–", B.started?.model.name ?? "–"],
+    ["target", A.started?.target ?? a.meta?.target ?? "–", B.started?.target ?? b.meta?.target ?? "–"],
+    ["pipeline", String(a.meta?.requested_pipeline ?? a.meta?.pipeline ?? "–"), String(b.meta?.requested_pipeline ?? b.meta?.pipeline ?? "–")],
+    ["status", status(a), status(b)],
+    ["Prism latency", fmtMs(A.timing?.prism_ms), fmtMs(B.timing?.prism_ms), ratio(A.timing?.prism_ms, B.timing?.prism_ms)],
+    ["ONNX Runtime latency", fmtMs(A.timing?.onnxruntime_ms), fmtMs(B.timing?.onnxruntime_ms), ratio(A.timing?.onnxruntime_ms, B.timing?.onnxruntime_ms)],
+    ["Prism / ONNX Runtime", A.timing?.ratio != null ? `${fmtNum(A.timing.ratio)}×` : "–", B.timing?.ratio != null ? `${fmtNum(B.timing.ratio)}×` : "–"],
+    ["accuracy", shortVerdict(A.verification), shortVerdict(B.verification)],
+    ["storage", storageKinds(A.started?.model.storage), storageKinds(B.started?.model.storage)],
+    ["notes", notes(A), notes(B)],
+    ["sum of kernel times", A.kernels.size ? fmtUs(kernelUs(A)) : "–", B.kernels.size ? fmtUs(kernelUs(B)) : "–", ratio(kernelUs(A) || undefined, kernelUs(B) || undefined)],
+    ["compile time", fmtMs(A.finished?.duration_ms), fmtMs(B.finished?.duration_ms), ratio(A.finished?.duration_ms, B.finished?.duration_ms)],
+    ["passes", String(A.passes.length), String(B.passes.length)],
+    ["nodes after the passes", String(lastStats(A)?.nodes ?? "–"), String(lastStats(B)?.nodes ?? "–")],
+    ["fused groups / kernels", `${A.fusion?.groups.length ?? "–"} / ${A.kernels.size}`, `${B.fusion?.groups.length ?? "–"} / ${B.kernels.size}`],
+    ["arena (no sharing)", A.memory ? `${fmtBytes(A.memory.arena_bytes)} (${fmtBytes(A.memory.no_sharing_bytes)})` : "–", B.memory ? `${fmtBytes(B.memory.arena_bytes)} (${fmtBytes(B.memory.no_sharing_bytes)})` : "–", ratio(A.memory?.arena_bytes, B.memory?.arena_bytes)],
+  ];
+}

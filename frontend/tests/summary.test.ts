@@ -1,0 +1,82 @@
+// @vitest-environment happy-dom
+/** The summary pane in a DOM (happy-dom): the three accuracy states, notes and the storage line, all as text. */
+import { describe, expect, it } from "vitest";
+import type { ModelVerified } from "../src/events";
+import { summaryPane } from "../src/panes/summary";
+import { reduceAll } from "../src/state";
+import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
+
+function render(events: ReturnType<typeof eventsWith>): HTMLElement {
+  const pane = summaryPane();
+  pane.update({ id: "abc", state: reduceAll(events), view: { page: "compilation", id: "abc", view: "summary" } as never, meta: null });
+  return pane.el;
+}
+
+function card(el: HTMLElement, title: string): HTMLElement {
+  const c = [...el.querySelectorAll(".card")].find((x) => x.querySelector("h3")?.textContent === title);
+  if (!c) throw new Error(`no ${title} card`);
+  return c as HTMLElement;
+}
+
+const text = (el: Element) => (el.textContent ?? "").replace(/\s+/g, " ");
+
+describe("summary pane: accuracy", () => {
+  it("passed", () => {
+    const acc = card(render(eventsWith(PASSED)), "Accuracy");
+    expect(acc.querySelector(".verdict.ok")?.textContent).toBe("✔ outputs match ONNX Runtime");
+    expect(text(acc)).toContain("max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 1.00e-4");
+    expect(acc.querySelector("table")).toBeNull(); // one float32 output: the headline says it all
+  });
+
+  it("outputs differ, with a row per output", () => {
+    const acc = card(render(eventsWith(DIFFER)), "Accuracy");
+    expect(acc.querySelector(".verdict.bad")?.textContent).toBe("✘ outputs differ from ONNX Runtime");
+    const rows = [...acc.querySelectorAll("tbody tr")].map((r) => [...r.querySelectorAll("td")].map((td) => td.textContent));
+    expect(rows).toEqual([
+      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "1.00e-4", ""],
+      ["extra", "differ: shape (2, 3) != (3, 2)", "–", "–", "–", "–", ""],
+    ]);
+  });
+
+  it("not verified: the reason, never 'differ', no error numbers", () => {
+    const acc = card(render(eventsWith(NOT_VERIFIED)), "Accuracy");
+    expect(acc.querySelector(".verdict.unverified")?.textContent).toBe("○ not verified against ONNX Runtime");
+    expect(acc.querySelector(".verdict-reason")?.textContent).toBe("ONNX Runtime has no CPU kernel for Relu(14) in bfloat16 (node '')");
+    expect(acc.querySelector(".verdict.bad, .verdict.ok")).toBeNull();
+    expect(text(acc)).not.toMatch(/differ|match|max abs/);
+  });
+
+  it("shows the notes and a narrow output's storage type and tolerance", () => {
+    const acc = card(render(eventsWith(FLOAT16_PASSED)), "Accuracy");
+    expect([...acc.querySelectorAll(".notes li")].map((li) => li.textContent)).toEqual(FLOAT16_PASSED.notes);
+    expect([...acc.querySelectorAll("tbody td")].map((td) => td.textContent)).toEqual(["relu1", "match", "9.77e-4", "4.88e-4", "9.77e-4", "9.77e-4", "float16"]);
+  });
+
+  it("renders a message as text, never as HTML", () => {
+    const evil: ModelVerified = { ...NOT_VERIFIED, message: "not verified: <img src=x onerror=alert(1)>", notes: ["<b>bold</b>"] };
+    const acc = card(render(eventsWith(evil)), "Accuracy");
+    expect(acc.querySelector("img, b")).toBeNull();
+    expect(acc.querySelector(".verdict-reason")?.textContent).toBe("<img src=x onerror=alert(1)>");
+    expect(acc.querySelector(".notes li")?.textContent).toBe("<b>bold</b>");
+  });
+});
+
+describe("summary pane: storage and latency", () => {
+  it("says the storage and compute types and the storage notes in the model card", () => {
+    const model = card(render(eventsWith(NOT_VERIFIED, STORAGE)), "Model");
+    expect([...model.querySelectorAll(".storage-line")].map((p) => p.textContent)).toEqual(["Storage: float16 storage, float32 compute: input data; output relu1"]);
+    expect([...model.querySelectorAll(".storage .notes li")].map((li) => li.textContent)).toEqual(STORAGE.notes);
+  });
+
+  it("has no storage line for a float32 model", () => {
+    expect(card(render(eventsWith(PASSED)), "Model").querySelector(".storage")).toBeNull();
+  });
+
+  it("times Prism alone when ONNX Runtime did not run", () => {
+    const events = eventsWith(NOT_VERIFIED).map((e) => (e.type === "model.timed" ? { ...e, onnxruntime_ms: null, ratio: null } : e));
+    const lat = card(render(events), "Latency");
+    expect(text(lat)).toContain("ONNX Runtime did not run this model");
+    expect(text(lat)).not.toMatch(/faster|slower|–×/);
+    expect(lat.querySelectorAll(".hbar")).toHaveLength(1);
+  });
+});
