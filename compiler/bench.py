@@ -7,7 +7,9 @@ pipeline O2 by default), which runs both Prism's code and ONNX Runtime (CPU, 1 i
 sequential) in the same child process on the same inputs, and prints one row: Prism ms (median),
 ONNX Runtime ms (median), ratio Prism/ONNX Runtime, max abs error (and pass/fail of the
 verification, rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen,
-wall). The last line is the geometric mean of the ratios over the models that ran. Timings are
+wall). A model whose comparison did not run (ONNX Runtime cannot run it) says ``not verified
+(<reason>)`` instead of an error and does not fail the run; a compile failure or a difference does
+(exit status 1). The last line is the geometric mean of the ratios over the models that ran. Timings are
 single-thread medians and noisy on a shared machine: compare ratios from one run.
 
 ``python -m compiler.bench --kernels`` instead times the micro-kernel Conv (with its im2col) on
@@ -29,7 +31,7 @@ MODELS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "ligh
 
 
 def bench_model(name: str, *, target: str = "host", pipeline: str = "O2") -> dict[str, Any]:
-    """Compile, run, verify and time one model; returns its table row as a dict."""
+    """Compile, run, verify and time one model; returns its table row as a dict (:func:`result_row`)."""
     import compiler
     from compiler import samples
 
@@ -37,8 +39,16 @@ def bench_model(name: str, *, target: str = "host", pipeline: str = "O2") -> dic
     model = samples.randomized(name, seed=0) if s.package is None else samples.fetch(name)
     t0 = time.perf_counter()
     r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=s.input_shapes or None)
-    wall = time.perf_counter() - t0
-    row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(wall, 2)}
+    return result_row(name, r, time.perf_counter() - t0)
+
+
+def result_row(name: str, r: Any, wall_s: float) -> dict[str, Any]:
+    """One model's table row from its ``compiler.CompileResult``: ``model``, ``ok``, ``error``,
+    ``wall_s``, ``compile_s`` and, when it compiled, ``prism_ms``, ``onnxruntime_ms`` and ``ratio``
+    (None where ONNX Runtime could not run the model), ``max_abs_error``, ``passed``, ``verified``
+    (False when the comparison did not run; ``message`` then says why: ``compiler.build.run_backend``),
+    ``kernels``, ``distinct``."""
+    row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(wall_s, 2)}
     st = r.stage_ms
     row["compile_s"] = round(sum(st.get(k, 0.0) for k in ("import", "passes", "lowering", "codegen")) / 1e3, 2)
     if r.ok:
@@ -46,8 +56,11 @@ def bench_model(name: str, *, target: str = "host", pipeline: str = "O2") -> dic
         v = (r.of_type("model.verified") or [{}])[-1]
         row.update(prism_ms=t.get("prism_ms"), onnxruntime_ms=t.get("onnxruntime_ms"), ratio=t.get("ratio"),
                    max_abs_error=v.get("max_abs_error"), passed=v.get("passed"),
+                   verified=bool(v) and v.get("verified") is not False and v.get("passed") is not None,
                    kernels=len(r.of_type("kernel.compiled")),
                    distinct=len({e.get("symbol") for e in r.of_type("kernel.compiled")}))
+        if v.get("message"):
+            row["message"] = v["message"]
     return row
 
 
@@ -111,7 +124,22 @@ def bench_conv_kernels(repeats: int = 9) -> list[dict[str, Any]]:
     return rows
 
 
+def _num(x: float | None, spec: str, width: int) -> str:
+    return f"{x:>{width}{spec}}" if x is not None else f"{'-':>{width}}"
+
+
+def _not_verified(r: dict[str, Any]) -> str:
+    """``not verified (<reason>)`` for a row whose comparison with ONNX Runtime did not run."""
+    reason = str(r.get("message") or "").strip()
+    if reason.lower().startswith("not verified"):
+        reason = reason[len("not verified"):].lstrip(" :")
+    return f"not verified ({reason or 'no reason given'})"
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a text table. A model whose verification did not run says ``not verified
+    (<reason>)`` after its numbers; one ONNX Runtime could not run has ``-`` for its time and ratio and
+    no part in the geometric mean."""
     head = f"{'model':<20} {'Prism ms':>9} {'ORT ms':>9} {'ratio':>6} {'max error':>10} {'verified':>8} {'compile s':>9}"
     lines = [head, "-" * len(head)]
     ratios = []
@@ -120,9 +148,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             err = r["error"] or {}
             lines.append(f"{r['model']:<20} FAILED ({err.get('stage')}): {str(err.get('message'))[:70]}")
             continue
-        ratios.append(r["ratio"])
-        lines.append(f"{r['model']:<20} {r['prism_ms']:>9.2f} {r['onnxruntime_ms']:>9.2f} {r['ratio']:>6.2f} "
-                     f"{r['max_abs_error']:>10.2e} {'pass' if r['passed'] else 'FAIL':>8} {r['compile_s']:>9.2f}")
+        if r.get("ratio") is not None:
+            ratios.append(r["ratio"])
+        unverified = r.get("verified") is False or r.get("passed") is None
+        verdict = "-" if unverified else "pass" if r["passed"] else "FAIL"
+        line = (f"{r['model']:<20} {_num(r.get('prism_ms'), '.2f', 9)} {_num(r.get('onnxruntime_ms'), '.2f', 9)} "
+                f"{_num(r.get('ratio'), '.2f', 6)} {_num(None if unverified else r.get('max_abs_error'), '.2e', 10)} "
+                f"{verdict:>8} {r['compile_s']:>9.2f}")
+        lines.append(f"{line}  {_not_verified(r)}" if unverified else line)
     if ratios:
         g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         lines.append(f"geometric-mean ratio Prism/ONNX Runtime over {len(ratios)} models: {g:.2f}")
@@ -154,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(format_table([row]).splitlines()[-1 if not row["ok"] else 2], file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=1) if args.json else format_table(rows))
-    return 0 if all(r["ok"] and r.get("passed") for r in rows) else 1
+    return 0 if all(r["ok"] and r.get("passed") is not False for r in rows) else 1
 
 
 if __name__ == "__main__":
