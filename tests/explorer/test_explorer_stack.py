@@ -20,6 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PIPELINE = os.environ.get("PRISM_TEST_PIPELINE", "O2")
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+# the compilations killed mid-run: about 5 s even where the pool process has every kernel cached
+# (squeezenet then takes 0.7 s, short enough to finish between two polls of a loaded machine)
+RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,11 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="module")
 def model(stack) -> dict:
     return stack.upload(SQUEEZENET)
+
+
+@pytest.fixture(scope="module")
+def slow_model(stack) -> dict:
+    return stack.upload(RESNET50)
 
 
 def assert_complete_stream(events: list[dict], first: int = 0) -> None:
@@ -156,8 +164,8 @@ def test_upload_over_the_limit_is_413_before_the_body_is_read(stack):
         stack.stop("web-small")
 
 
-def _kill_mid_run(stack, model, kill) -> dict:
-    comp = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
+def _kill_mid_run(stack, slow_model, kill) -> dict:
+    comp = stack.compile(slow_model["id"], pipeline=PIPELINE, cache=False)
     running = stack.wait_for(comp["id"], lambda c: c["status"] != "queued" and c["event_count"] >= 1,
                              timeout=120, what="a first event")
     assert running["status"] == "running", "compilation finished before it could be killed"
@@ -171,23 +179,23 @@ def _kill_mid_run(stack, model, kill) -> dict:
     return final
 
 
-def test_killed_pool_process_does_not_stay_running(stack, model):
+def test_killed_pool_process_does_not_stay_running(stack, model, slow_model):
     def kill(comp):
         os.kill(int(comp["worker"].rsplit(" pid ", 1)[1]), signal.SIGKILL)
 
-    final = _kill_mid_run(stack, model, kill)
+    final = _kill_mid_run(stack, slow_model, kill)
     print(f"\nfailed with: {final['error']['message']}")
     # The worker's replacement pool process works (it must not inherit a broken DB connection).
     after = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
     assert stack.wait_finished(after["id"], timeout=180)["status"] == "succeeded"
 
 
-def test_killed_worker_does_not_stay_running(stack, model):
+def test_killed_worker_does_not_stay_running(stack, model, slow_model):
     def kill(comp):
         stack.stop("w1", sig=signal.SIGKILL)  # the whole worker: main process and pool
         stack.start_worker("w1")  # a new worker reaps what the dead one left
 
-    final = _kill_mid_run(stack, model, kill)
+    final = _kill_mid_run(stack, slow_model, kill)
     print(f"\nfailed with: {final['error']['message']}")
 
 
