@@ -3,7 +3,7 @@ import type { Dim } from "./events";
 
 export function fmtMs(ms: number | null | undefined): string {
   if (ms === undefined || ms === null || !Number.isFinite(ms)) return "–";
-  if (ms < 1) return `${(ms * 1000).toFixed(0)} µs`;
+  if (ms < 1) return `${(ms * 1000).toFixed(ms < 0.01 ? 2 : 0)} µs`; // a tiny model's 0.21 µs is not "0 µs"
   if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
   return `${(ms / 1000).toFixed(2)} s`;
 }
