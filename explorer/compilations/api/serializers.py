@@ -1,12 +1,81 @@
-"""Request validation for the API (the responses are plain dicts from selectors)."""
+"""Request validation for the API (the responses are plain dicts from selectors).
+
+The field checks and their messages are `services/validation.py`'s, so that every endpoint and
+`create_compilation` accept the same values and say the same words.
+"""
 
 from rest_framework import serializers
+from rest_framework.fields import empty
+
+from explorer.compilations.services import validation
+
+
+class _TextField(serializers.CharField):
+    """A CharField that refuses numbers, booleans, null, lists and objects with `problem(value)`
+    (DRF's CharField would turn 42 into "42" and report it as an unknown name)."""
+
+    def problem(self, value: object) -> str | None:
+        """None when `value` (a non-string, or the string with its whitespace trimmed) is good."""
+        return None if isinstance(value, str) else f"must be text; got {validation.describe(value)}"
+
+    def required_message(self) -> str | None:
+        """The message for a missing field (None: DRF's "This field is required.")."""
+        return None
+
+    def validate_empty_values(self, data):
+        if data is None and not self.allow_null:
+            raise serializers.ValidationError(self.problem(None))
+        if data is empty and self.required and self.required_message():
+            raise serializers.ValidationError(self.required_message())
+        return super().validate_empty_values(data)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(self.problem(data))
+        value = super().to_internal_value(data)
+        problem = self.problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
+
+
+class PipelineField(_TextField):
+    """Pipeline text or a preset name; `""` is the empty pipeline (O0). See `validation`."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("help_text", "a preset name (O0..O3) or pass text such as "
+                                       "'fold-constants,fuse-ops{max-group-size=16}'; '' runs no passes (as O0)")
+        super().__init__(allow_blank=True, max_length=20000, trim_whitespace=True, **kwargs)
+
+    def required_message(self) -> str:
+        return f"required: {validation.pipeline_expected()}"
+
+    def problem(self, value: object) -> str | None:
+        return validation.pipeline_type_problem(value)
+
+
+class ModelIdField(_TextField):
+    """The model's id: the sha256 that POST /api/models returned (64 hex digits)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(help_text="the model's id: " + validation.MODEL_EXPECTED, **kwargs)
+        self.error_messages["blank"] = validation.model_id_problem("")
+
+    def required_message(self) -> str:
+        return f"required: {validation.MODEL_EXPECTED}"
+
+    def problem(self, value: object) -> str | None:
+        return validation.model_id_problem(value)
+
+
+class PipelineRequest(serializers.Serializer):
+    pipeline = PipelineField()
 
 
 class CompilationRequest(serializers.Serializer):
-    model = serializers.RegexField(r"^[0-9a-fA-F]{64}$", help_text="the model's id (its sha256)")
-    target = serializers.CharField(default="host", max_length=64)
-    pipeline = serializers.CharField(default="O2", max_length=20000, trim_whitespace=True)
+    model = ModelIdField()
+    target = _TextField(default="host", max_length=64)
+    pipeline = PipelineField(default="O2")
     input_shapes = serializers.DictField(
         child=serializers.ListField(child=serializers.IntegerField(min_value=0)),
         required=False,
@@ -80,4 +149,22 @@ class EventsPage(serializers.Serializer):
 
 
 class ErrorOut(serializers.Serializer):
+    """Every error body of the API (4xx), one shape: `{"error": "<one line>"}`, plus at most one
+    group of details. `detail`: the request did not validate or parse (DRF's own body: field ->
+    messages, e.g. `{"model": ["must be ..."]}`, or `{"detail": "..."}` for a bad JSON body or
+    method); `error` repeats its first message as `field: message`. `stage`, `pass`, `node`,
+    `op`, `kernel`, `attribute`: the compiler refused the request (an unknown target, pass or
+    option, an unbound dim, a model it cannot import); `error` is the compiler's message. Other
+    errors (unknown id, upload too large, unknown /api/ path) have `error` only."""
+
     error = serializers.CharField(help_text="one line naming what is wrong")
+    detail = serializers.JSONField(required=False, help_text="DRF's validation or parse error body")
+    stage = serializers.CharField(required=False, help_text='where the compiler refused it: "request" or "import"')
+    node = serializers.CharField(required=False, help_text="the node the compiler's message is about")
+    op = serializers.CharField(required=False)
+    kernel = serializers.CharField(required=False)
+    attribute = serializers.CharField(required=False)
+
+
+ErrorOut._declared_fields["pass"] = serializers.CharField(  # a keyword, so not a class attribute
+    required=False, help_text="the pass the compiler's message is about (e.g. an unknown pass)")

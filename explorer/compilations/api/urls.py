@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from explorer.compilations.api import views
@@ -17,4 +17,5 @@ urlpatterns = [
     path("samples/<str:name>/model", views.SampleModelView.as_view()),
     path("health", views.HealthView.as_view()),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
+    re_path(r"", views.NotFoundView.as_view()),  # last: a JSON 404 for any other /api/ path
 ]

@@ -14,14 +14,17 @@ from explorer.compilations.api.serializers import (
     ErrorOut,
     EventsPage,
     ModelOut,
+    PipelineRequest,
     UploadRequest,
 )
 from explorer.compilations.services import uploads
-from explorer.compilations.services.compilations import (
-    InvalidRequest,
-    create_compilation,
-    reap_if_stale,
-)
+from explorer.compilations.services.compilations import create_compilation, reap_if_stale
+from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
+
+
+def invalid_request_response(exc: InvalidRequest) -> Response:
+    """400 `{"error": message, ...the compiler's error fields (stage, pass, ...) if any}`."""
+    return error_response(exc.message, 400, **{k: v for k, v in exc.details.items() if k != "message"})
 
 
 class ModelUploadView(APIView):
@@ -78,7 +81,7 @@ class CompilationListView(APIView):
                 use_cache=data["cache"],
             )
         except InvalidRequest as exc:
-            return error_response(exc.message, 400, **{k: v for k, v in exc.details.items() if k != "message"})
+            return invalid_request_response(exc)
         return Response(selectors.compilation_dict(comp, cached=cached), status=200 if cached else 201)
 
     @extend_schema(responses=CompilationOut(many=True), operation_id="compilations_list")
@@ -150,16 +153,18 @@ class PipelinesView(CatalogView):
 
 
 class PipelineValidateView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT, 400: ErrorOut})
+    @extend_schema(request=PipelineRequest, responses={200: PipelineRequest, 400: ErrorOut})
     def post(self, request: Request) -> Response:
-        """Check pipeline text (or a preset name) without compiling: 200 `{"pipeline": expanded
-        text}`, or 400 naming the unknown pass or option and listing the valid ones."""
-        text = request.data.get("pipeline") if isinstance(request.data, dict) else None
-        if not isinstance(text, str):
-            return error_response("field 'pipeline' (text) is required", 400)
-        expanded, error = selectors.expand_pipeline(text)
-        if error is not None:
-            return error_response(error, 400)
+        """Check pipeline text (or a preset name) without compiling, exactly as POST
+        /api/compilations checks it: 200 `{"pipeline": expanded text}` (`""` for `""` or O0: no
+        passes), or 400 for a pipeline that is not text or names an unknown pass or option (the
+        message lists the valid ones)."""
+        req = PipelineRequest(data=request.data)
+        req.is_valid(raise_exception=True)
+        try:
+            expanded = expand_pipeline(req.validated_data["pipeline"])
+        except InvalidRequest as exc:
+            return invalid_request_response(exc)
         return Response({"pipeline": expanded})
 
 
@@ -182,6 +187,18 @@ class SampleModelView(APIView):
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
         return Response(selectors.model_dict(model), status=201 if created else 200)
+
+
+class NotFoundView(APIView):
+    """Any other path under /api/: a JSON 404 (not Django's HTML page), for every method."""
+
+    schema = None  # not an endpoint: left out of /api/schema
+
+    def http_method_not_allowed(self, request, *args, **kwargs) -> Response:
+        return error_response(f"no API endpoint {request.method} {request.path}; the endpoints are "
+                              "listed by GET /api/schema", 404)
+
+    options = http_method_not_allowed
 
 
 class HealthView(APIView):

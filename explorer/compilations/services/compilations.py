@@ -34,20 +34,15 @@ from explorer.compilations.services.events import (
     record_event,
     stage_after,
 )
+from explorer.compilations.services.validation import (  # InvalidRequest: re-exported for callers
+    InvalidRequest,
+    expand_pipeline,
+)
 
 log = logging.getLogger(__name__)
 
 OPTION_DEFAULTS = {"verify": True, "benchmark": True}
 MAX_ATTEMPTS = 2
-
-
-class InvalidRequest(Exception):
-    """A compilation request the compiler refuses; the message names what is wrong (one line)."""
-
-    def __init__(self, message: str, details: dict | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
 
 
 def cache_key(sha256: str, target: str, pipeline: str, input_shapes: dict, options: dict, version: str) -> str:
@@ -89,17 +84,19 @@ def create_compilation(
     Returns `(compilation, cached)`; `cached` is True when a succeeded compilation with the same
     cache key exists (it is returned as is, nothing is queued).
     Raises:
-        InvalidRequest: unknown target, pass or option, or an unbound symbolic dim (the compiler's
-            one-line message, `compiler.validate_request`).
+        InvalidRequest: a pipeline that is not text, an unknown target, pass or option, or an
+            unbound symbolic dim (`validation.expand_pipeline`, then the compiler's one-line
+            message, `compiler.validate_request`). `pipeline=""` is the empty pipeline (O0).
     """
     opts = normalize_options(options)
+    expanded = expand_pipeline(pipeline)  # the same check as POST /api/pipelines/validate
     if input_shapes is None:
         input_shapes = model.default_input_shapes
     import compiler  # thread-safe: tests/compiler/test_api_threads.py
 
     try:
         req = compiler.validate_request(
-            model.file.path, target=target, pipeline=pipeline, input_shapes=input_shapes
+            model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes
         )
     except compiler.CompileError as exc:
         raise InvalidRequest(exc.message, exc.to_dict()) from exc
