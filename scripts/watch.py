@@ -1,10 +1,13 @@
 """Follow a compilation's events over the WebSocket, one line each, until the stream ends.
 
     .venv/bin/python scripts/watch.py k3x9q2ab [--server http://127.0.0.1:PORT] [--after SEQ] [--json]
+    .venv/bin/python scripts/watch.py http://127.0.0.1:8000/c/k3x9q2ab
 
-The server defaults to http://127.0.0.1:$PORT, PORT as for `make run` (8000 when unset).
+The compilation is its id or its link as the browser shows it (`http(s)://HOST:PORT/c/<id>`, also
+`.../c/<id>/pass/3` and the API's `/api/compilations/<id>`); a link names its own server. Otherwise
+the server is --server, by default http://127.0.0.1:$PORT, PORT as for `make run` (8000 when unset).
 Exit status 0 when the stream ends with compile.finished, 1 with compile.failed, 2 on a
-connection problem or an unknown compilation.
+connection problem, an unknown compilation or a link that names no compilation.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from urllib.parse import urlsplit
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -30,19 +35,52 @@ def summary(event: dict) -> str:
     return f"{event['seq']:>5} {event['type']:<17} " + " ".join(parts)
 
 
+# /c/<id>[/...] (the page and its sub-pages), /api/compilations/<id>[/events], /ws/compilations/<id>/,
+# under an optional path prefix (a server behind a proxy at /prism/).
+LINK_PATH = re.compile(r"^(?P<prefix>.*?)/(?:c|api/compilations|ws/compilations)/(?P<id>[A-Za-z0-9_-]+)(?:/.*)?$")
+
+
+def parse_target(target: str, server: str | None) -> tuple[str | None, str]:
+    """`(server, compilation id)` from an id or a link; raises ValueError naming what is wrong.
+
+    A link's server (scheme, host, port and any path prefix) is used; `server` (an explicit
+    --server) must then name the same one.
+    """
+    if "://" not in target and "/" not in target:
+        return server, target
+    # a link pasted without its scheme (127.0.0.1:8000/c/<id>) is http
+    parts = urlsplit(target if "://" in target else "http://" + target)
+    match = LINK_PATH.match(parts.path)
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc or not match:
+        raise ValueError(f"{target!r} is not a compilation link: expected "
+                         "http(s)://HOST:PORT/c/<id> as the browser shows it")
+    linked = f"{parts.scheme.replace('ws', 'http', 1)}://{parts.netloc}{match['prefix']}"
+    if server is not None and server.rstrip("/") != linked:
+        raise ValueError(f"the link is on {linked} but --server says {server.rstrip('/')}; give one of them")
+    return linked, match["id"]
+
+
 def main() -> int:
     default_server = f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("id", help="the compilation's id (from POST /api/compilations)")
-    ap.add_argument("--server", default=default_server,
-                    help="the Prism server, http(s)://HOST:PORT (default: %(default)s, from the PORT "
-                         "environment variable as for `make run`)")
+    ap.add_argument("id", metavar="ID_OR_LINK",
+                    help="the compilation's id (from POST /api/compilations) or its link, "
+                         "http(s)://HOST:PORT/c/<id> as the browser shows it")
+    ap.add_argument("--server",
+                    help=f"the Prism server, http(s)://HOST:PORT (default: the link's, else {default_server}, "
+                         "from the PORT environment variable as for `make run`)")
     ap.add_argument("--after", type=int, default=-1, metavar="SEQ",
                     help="only the events after this seq (default: all)")
     ap.add_argument("--json", action="store_true", help="print each event whole")
     args = ap.parse_args()
-    server = args.server.rstrip("/")
-    url = server.replace("http", "ws", 1) + f"/ws/compilations/{args.id}/?after={args.after}"
+    try:
+        server, comp_id = parse_target(args.id, args.server)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    server = (server or default_server).rstrip("/")
+    args.id = comp_id
+    url = server.replace("http", "ws", 1) + f"/ws/compilations/{comp_id}/?after={args.after}"
     last = None
     try:
         with connect(url, max_size=None, open_timeout=30) as ws:

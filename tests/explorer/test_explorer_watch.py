@@ -57,3 +57,47 @@ def test_help_describes_server(watch, monkeypatch, capsys):
         watch.main()
     out = capsys.readouterr().out
     assert "--server" in out and "http://127.0.0.1:8791" in out and "PORT" in out
+
+
+@pytest.mark.parametrize(("link", "expected"), [
+    ("http://127.0.0.1:8791/c/k3x9q2ab", "ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/"),
+    ("http://127.0.0.1:8791/c/k3x9q2ab/pass/3?x=1#top", "ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/"),
+    ("https://prism.example.org/c/k3x9q2ab/kernel/k_conv0", "wss://prism.example.org/ws/compilations/k3x9q2ab/"),
+    ("https://example.org/prism/c/k3x9q2ab", "wss://example.org/prism/ws/compilations/k3x9q2ab/"),
+    ("http://localhost:9000/api/compilations/k3x9q2ab/events", "ws://localhost:9000/ws/compilations/k3x9q2ab/"),
+    ("ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/?after=4", "ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/"),
+    ("127.0.0.1:8791/c/k3x9q2ab", "ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/"),
+])
+def test_a_pasted_link_names_server_and_id(watch, monkeypatch, capsys, link, expected):
+    monkeypatch.setenv("PORT", "8000")  # the link's server wins over the default
+    urls: list[str] = []
+    monkeypatch.setattr(watch, "connect", fake_connect(urls, 4404))
+    monkeypatch.setattr("sys.argv", ["watch.py", link, "--after", "2"])
+    assert watch.main() == 2
+    assert urls == [expected + "?after=2"]
+    server = expected.replace("ws", "http", 1).split("/ws/compilations/")[0]
+    assert capsys.readouterr().err == f"no compilation k3x9q2ab on {server}\n"
+
+
+def test_a_link_and_the_same_server_agree(watch, monkeypatch):
+    urls: list[str] = []
+    monkeypatch.setattr(watch, "connect", fake_connect(urls, 1011))
+    monkeypatch.setattr("sys.argv", ["watch.py", "http://h:1/c/abc", "--server", "http://h:1/"])
+    assert watch.main() == 2 and urls == ["ws://h:1/ws/compilations/abc/?after=-1"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["http://127.0.0.1:8791/compare/a...b"],
+     "'http://127.0.0.1:8791/compare/a...b' is not a compilation link: expected "
+     "http(s)://HOST:PORT/c/<id> as the browser shows it\n"),
+    (["ftp://h/c/abc"], "'ftp://h/c/abc' is not a compilation link: expected "
+                        "http(s)://HOST:PORT/c/<id> as the browser shows it\n"),
+    (["http://h:1/c/abc", "--server", "http://other:2"],
+     "the link is on http://h:1 but --server says http://other:2; give one of them\n"),
+])
+def test_a_bad_link_is_one_line_and_no_connection(watch, monkeypatch, capsys, argv, message):
+    urls: list[str] = []
+    monkeypatch.setattr(watch, "connect", fake_connect(urls, 1011))
+    monkeypatch.setattr("sys.argv", ["watch.py", *argv])
+    assert watch.main() == 2 and urls == []
+    assert capsys.readouterr().err == message
