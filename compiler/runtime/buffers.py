@@ -1,6 +1,5 @@
-"""Memory and progress markers shared by the two ways generated code runs: the measuring child
-(``child.py``, started by ``runner.py``) and the executing child (``execute.py``, for the ONNX
-backend interface).
+"""Memory and progress markers of the runtime (``compiler.runtime.program`` binds every buffer with
+:func:`aligned`; ``compiler.runtime.process`` reads the markers the child writes).
 
 Buffers are 64-byte aligned (the width of an AVX-512 vector) and followed by :data:`SLACK` bytes:
 the micro-kernels' vector tails may read, never store, up to a row past a buffer's end.

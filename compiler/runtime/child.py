@@ -1,22 +1,22 @@
-"""The measurement process: ``python -m compiler.runtime.child DIR``.
+"""The runtime's child process: ``python -m compiler.runtime.child DIR``.
 
-Runs in a fresh interpreter started by :mod:`compiler.runtime.runner` (never imported by the
-compiler process). Reads ``DIR/manifest.json``, loads the kernel objects (``DIR/<symbol>.o``) into
-one MCJIT engine, allocates the arena (one 64-byte aligned numpy buffer of ``arena_bytes``), binds
-every kernel parameter (arena views at the planned offsets, inputs, outputs, constants from
-``.npy`` files, scratch buffers), and runs the kernels in order. Before each kernel of the first run
-it appends ``start <kernel>`` to ``DIR/progress`` (unbuffered ``os.write``), so that if generated
-code kills the process the parent knows which kernel was running. Then it runs ONNX Runtime
-(``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares (bounded
-outputs cut to their counts first: ``compiler.frontend.bounded.trim_outputs``), times
-(warm-up, repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load)
-and writes ``DIR/result.json``.
+Runs in a fresh interpreter started by ``compiler.runtime.process.run_child`` (never imported by the
+compiler process). Reads ``DIR/job.pkl``: ``{"program": Program, "inputs": [arrays], "measure": dict |
+None}``, binds the program (``compiler.runtime.program.Bound``: kernel objects in one MCJIT engine,
+the arena, inputs, constants, scratch) and runs its kernels once, appending ``start <kernel>`` before
+each to ``DIR/progress`` so that if generated code kills the process the parent knows which kernel
+was running. Without ``measure`` (the ONNX backend's executor, ``compiler.runtime.execute``) it
+writes the graph outputs to ``DIR/outputs.pkl``. With it (``compiler.runtime.runner``) it runs ONNX
+Runtime (``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares (bounded
+outputs cut to their counts first: ``compiler.frontend.bounded.trim_outputs``), times (warm-up,
+repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load) and writes
+``DIR/result.json``.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import pickle
 import re
 import sys
 import time
@@ -25,8 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from compiler.runtime.buffers import aligned as _aligned
-
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
 # sigmoid tail (logits -55..-10) its output is off the float64 value by up to 1.2e-7 absolute (ours:
 # 2e-12). An output whose whole scale is that small cannot be compared more tightly against it.
@@ -34,56 +32,35 @@ ATOL_FLOOR = 1e-6
 
 
 def main(d: Path) -> int:
-    from compiler.runtime.jit import JitModule
+    from compiler.runtime.program import Bound
 
-    man = json.loads((d / "manifest.json").read_text())
-    jit = JitModule([(d / f"{s}.o").read_bytes() for s in man["symbols"]])
-    arena = _aligned(max(int(man["arena_bytes"]), 64))
-    arrays: dict[str, np.ndarray] = {}
-    inputs = {n: np.load(d / f"input_{i}.npy") for i, n in enumerate(man["inputs"])}
-    for name, b in man["values"].items():
-        dt, shape = np.dtype(b["dtype"]), tuple(b["shape"])
-        if b["kind"] == "arena":
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-            arrays[name] = arena[b["offset"]:b["offset"] + nbytes].view(dt).reshape(shape)
-        elif b["kind"] == "input":
-            src = inputs[name]
-            arrays[name] = _aligned(max(src.nbytes, src.itemsize)).view(src.dtype)[:src.size].reshape(src.shape)
-            arrays[name][...] = src
-        else:
-            arrays[name] = _aligned(max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, dt.itemsize)).view(dt)[
-                :int(np.prod(shape, dtype=np.int64))].reshape(shape)
-    consts = {}
-    for k, f in man["consts"].items():  # copied next to slack, like every other buffer
-        c = np.load(d / f)
-        consts[k] = _aligned(max(c.nbytes, c.itemsize)).view(c.dtype)[:c.size].reshape(c.shape)
-        consts[k][...] = c
-    calls = []
-    keep = []
-    for k in man["kernels"]:
-        ptrs = []
-        for a in k["args"]:
-            if a["kind"] == "value":
-                arr = arrays[a["name"]]
-            elif a["kind"] == "const":
-                arr = consts[a["file"]]
-            else:
-                arr = _aligned(max(int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize, 64))
-            keep.append(arr)
-            ptrs.append(arr.ctypes.data)
-        calls.append((k["name"], jit.function(k["symbol"], len(ptrs)), tuple(ptrs)))
-    fd = os.open(d / "progress", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    for name, fn, ptrs in calls:
-        os.write(fd, f"start {name}\n".encode())
-        fn(*ptrs)
-    os.write(fd, b"done\n")
-    os.close(fd)
-    outs = {n: arrays[n].copy() for n in man["outputs"]}
+    with open(d / "job.pkl", "rb") as f:
+        job = pickle.load(f)
+    bound = Bound(job["program"], job["inputs"])
+    bound.run(progress=d / "progress")
+    man = job.get("measure")
+    if man is None:
+        with open(d / "outputs.pkl", "wb") as f:
+            pickle.dump(bound.outputs(), f, protocol=pickle.HIGHEST_PROTOCOL)
+        return 0
+    (d / "result.json").write_text(json.dumps(measure(d, bound, man)))
+    return 0
+
+
+def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
+    """Verify and time ``bound`` (whose kernels ran once) as the runner's settings ``man`` ask:
+    ``verify``, ``benchmark``, ``rtol``/``atol``, ``tolerance`` {output: [rtol, atol]}, ``budget_s``,
+    ``min_repeats``, ``max_repeats``, ``trims``, ``storage``, ``ort_outputs``, ``ort_feeds``
+    (``compiler.runtime.runner.run_model``). Returns the result dict the runner documents."""
+    names = [n for n, _, _ in bound.prog.outputs]
+    outs = bound.outputs()  # by position: an output may be listed twice
+    inputs = bound.inputs
+    calls = bound.calls
     result: dict = {"kernels": [], "outputs": {}}
     ort_outs = None
     sess = None
     storage = man.get("storage") or {"inputs": {}, "outputs": {}}
-    ort_feed = _storage_feed(inputs, man["inputs"], man.get("ort_feeds", {}), storage["inputs"])
+    ort_feed = _storage_feed(inputs, list(inputs), man.get("ort_feeds", {}), storage["inputs"])
     if man["verify"] or man["benchmark"]:
         import onnxruntime as ort
 
@@ -101,9 +78,9 @@ def main(d: Path) -> int:
         from compiler.frontend.bounded import trim_outputs
 
         n_out = len(man["ort_outputs"])  # bounded outputs: cut to their counts, which follow
-        ours = trim_outputs([outs[n] for n in man["outputs"]], [tuple(t) for t in man.get("trims", [])], n_out)
+        ours = trim_outputs(outs, [tuple(t) for t in man.get("trims", [])], n_out)
         tol = man.get("tolerance", {})
-        for name, got, theirs in zip(man["outputs"][:n_out], ours, man["ort_outputs"], strict=True):
+        for name, got, theirs in zip(names[:n_out], ours, man["ort_outputs"], strict=True):
             rtol, atol = tol.get(name, (man["rtol"], man["atol"]))
             elem = storage["outputs"].get(name)
             if elem is not None:  # compared in the declared storage type (compiler.runtime.narrow_io)
@@ -119,7 +96,7 @@ def main(d: Path) -> int:
             fn(*ptrs)
         once = max(time.perf_counter() - t0, 1e-6)
         repeats = int(min(man["max_repeats"], max(man["min_repeats"], man["budget_s"] / 2 / once)))
-        per = [[] for _ in calls]
+        per: list[list[int]] = [[] for _ in calls]
         totals: list[int] = []
         ort_ts: list[int] = []
         pc = time.perf_counter_ns
@@ -144,8 +121,7 @@ def main(d: Path) -> int:
         result["repeats"] = repeats
         if ort_ts:
             result["onnxruntime_ms"] = float(np.median(ort_ts)) / 1e6
-    (d / "result.json").write_text(json.dumps(result))
-    return 0
+    return result
 
 
 def _session(ort: Any, path: Path, so: Any, result: dict) -> Any:

@@ -1,12 +1,12 @@
 """Run a compiled model in a child process: verify against ONNX Runtime, time kernels and model.
 
-:func:`run_model` writes everything the measurement needs into a temporary directory (kernel
-objects, constants as ``.npy``, seeded random inputs, the ONNX model for ONNX Runtime and a JSON
-manifest with the arena plan and the kernel call list), starts ``python -m compiler.runtime.child``
-as a fresh interpreter with ``subprocess`` (Celery's prefork workers are daemonic and
-``multiprocessing`` refuses to start children there), and reads back ``result.json``. A crash of
-generated code (a signal, a non-zero exit) becomes ``CompileError(stage="run", kernel=...)`` naming the
-kernel that was running, read from the child's progress markers; the calling process carries on.
+:func:`run_model` links the kernels into a :class:`~compiler.runtime.program.Program` (the same
+description the ONNX backend executes: ``compiler.runtime.program``), writes it with seeded random
+inputs, the settings and the ONNX model for ONNX Runtime into a temporary directory, runs the child
+(``python -m compiler.runtime.child``, started by ``compiler.runtime.process.run_child``) and reads
+back ``result.json``. A crash of generated code (a signal, a non-zero exit) becomes
+``CompileError(stage="run", kernel=...)`` naming the kernel that was running, read from the child's
+progress markers; the calling process carries on.
 
 Verification (fp32): with ``o`` ONNX Runtime's output and ``p`` Prism's, ``scale = max|o|`` and
 ``atol_eff = max(atol * scale, 1e-6)``, an output passes when every element has ``|p - o| <= atol_eff + rtol *
@@ -33,25 +33,16 @@ one intra-op thread, sequential execution, the same inputs and the same number o
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError
 from ..ir import Graph
-from ..loops.lower import KernelArg
-from .buffers import running_kernel as _running
-
-
-def _np_dtype(short: str) -> str:
-    return {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
-            "bool": "bool"}[short]
+from .process import run_child
+from .program import NP_DTYPES, link
 
 
 def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -64,7 +55,7 @@ def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = No
     for v in graph.inputs:
         assert v.type is not None and v.type.is_static
         shape = tuple(int(d) for d in v.type.shape)  # type: ignore[union-attr]
-        dt = np.dtype(_np_dtype(v.type.short))
+        dt = np.dtype(NP_DTYPES[v.type.short])
         out[v.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
     if storage:
         from .narrow_io import storage_inputs
@@ -80,6 +71,10 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
               storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """Run ``kernels`` (dicts with ``name``, ``symbol``, ``obj``, ``args``: list of KernelArg) in order.
 
+    The kernels, ``graph`` and ``plan`` are linked into the same :class:`~compiler.runtime.program.Program`
+    the ONNX backend executes (``compiler.runtime.program.link``): a graph output may be written by a
+    kernel, be a graph input or a constant (folded), or be listed twice; each is compared.
+
     ``storage`` (``compiler.api.legalize_model``): ``{"inputs": {name: elem}, "outputs": {name: elem}}``,
     the declared narrow types of a legalized model's graph inputs and outputs. Their random inputs are
     values of the storage type, given to ONNX Runtime in it and to Prism widened; Prism's outputs are
@@ -93,86 +88,34 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
     Returns the child's result: ``kernels`` [{name, median_us}], ``prism_ms``, ``onnxruntime_ms``,
     ``repeats``, ``outputs`` {name: {passed, max_abs_error, max_rel_error, rtol, atol, ...}} and, when
     ONNX Runtime cannot load or run the model, ``ort_error`` (a sentence; then no ``outputs`` and no
-    ``onnxruntime_ms``). Raises CompileError(stage="run") on a crash (naming the kernel) or a timeout.
+    ``onnxruntime_ms``). Raises CompileError(stage="run") on a crash (naming the kernel) or a timeout,
+    CompileError(stage="lowering") for a graph output that has no source (``link``).
     """
-    offsets = {b.value: b.offset for b in plan.buffers} if plan is not None else {}
-    arena_bytes = int(plan.arena_bytes) if plan is not None else 0
-    graph_inputs = {v.name for v in graph.inputs}
+    prog = link(graph, kernels, plan)
+    storage = storage or {"inputs": {}, "outputs": {}}
+    inputs = make_inputs(graph, storage=storage["inputs"])
+    import onnx
+
+    ort_model = onnx.load_model_from_string(model_bytes)
+    ort_feeds = {n: n for n in inputs}
+    if storage["inputs"] or storage["outputs"]:  # numpy-readable boundary for ONNX Runtime (narrow_io)
+        from .narrow_io import ort_boundary
+
+        ort_model, feeds, _ = ort_boundary(ort_model, storage)
+        ort_feeds.update(feeds)
+        model_bytes = ort_model.SerializeToString()
+    outputs = [name for name, _, _ in prog.outputs]
+    man = {"ort_outputs": [o.name for o in ort_model.graph.output], "verify": verify, "benchmark": benchmark,
+           "rtol": rtol, "atol": atol, "budget_s": budget_s, "min_repeats": min_repeats, "max_repeats": max_repeats,
+           "trims": [list(t) for t in trims or []], "storage": storage, "ort_feeds": ort_feeds,
+           "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
     with tempfile.TemporaryDirectory(prefix="prism-run-") as tmp:
         d = Path(tmp)
-        symbols: dict[str, bytes] = {}
-        values: dict[str, dict[str, Any]] = {}
-        consts: dict[str, str] = {}
-        const_ids: dict[int, str] = {}
-        calls = []
-        for k in kernels:
-            symbols.setdefault(k["symbol"], k["obj"])
-            args = []
-            for a in k["args"]:
-                a: KernelArg  # type: ignore[no-redef]
-                if a.kind == "value":
-                    if a.name not in values:
-                        kind = "input" if a.name in graph_inputs else "arena" if a.name in offsets else "heap"
-                        values[a.name] = {"kind": kind, "dtype": _np_dtype(a.buffer.dtype),
-                                          "shape": list(a.buffer.shape), "offset": offsets.get(a.name, 0)}
-                    args.append({"kind": "value", "name": a.name})
-                elif a.kind == "const":
-                    key = const_ids.get(id(a.data))
-                    if key is None:
-                        key = f"const_{len(const_ids)}.npy"
-                        const_ids[id(a.data)] = key
-                        np.save(d / key, np.ascontiguousarray(a.data))
-                        consts[key] = key
-                    args.append({"kind": "const", "file": key})
-                else:
-                    args.append({"kind": "scratch", "dtype": _np_dtype(a.buffer.dtype), "shape": list(a.buffer.shape)})
-            calls.append({"name": k["name"], "symbol": k["symbol"], "args": args})
-        for s, obj in symbols.items():
-            (d / f"{s}.o").write_bytes(obj)
-        storage = storage or {"inputs": {}, "outputs": {}}
-        inputs = make_inputs(graph, storage=storage["inputs"])
-        for i, (_n, arr) in enumerate(inputs.items()):
-            np.save(d / f"input_{i}.npy", arr)
-        import onnx
-
-        ort_model = onnx.load_model_from_string(model_bytes)
-        ort_feeds = {n: n for n in inputs}
-        if storage["inputs"] or storage["outputs"]:  # numpy-readable boundary for ONNX Runtime (narrow_io)
-            from .narrow_io import ort_boundary
-
-            ort_model, feeds, _ = ort_boundary(ort_model, storage)
-            ort_feeds.update(feeds)
-            model_bytes = ort_model.SerializeToString()
         (d / "model.onnx").write_bytes(model_bytes)
-        ort_outputs = [o.name for o in ort_model.graph.output]
-        outputs = [v.name for v in graph.outputs]
-        for o in outputs:
-            if o not in values:
-                raise CompileError("run", f"graph output %{o} is not written by any kernel")
-        man = {"symbols": list(symbols), "arena_bytes": arena_bytes, "values": values, "consts": consts,
-               "kernels": calls, "inputs": list(inputs), "outputs": outputs, "ort_outputs": ort_outputs,
-               "verify": verify, "benchmark": benchmark, "rtol": rtol, "atol": atol, "budget_s": budget_s,
-               "min_repeats": min_repeats, "max_repeats": max_repeats, "trims": [list(t) for t in trims or []],
-               "storage": storage, "ort_feeds": ort_feeds, "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
-        (d / "manifest.json").write_text(json.dumps(man))
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        try:
-            proc = subprocess.run([sys.executable, "-m", "compiler.runtime.child", str(d)], env=env,
-                                  capture_output=True, text=True, timeout=timeout_s, cwd=root)
-        except subprocess.TimeoutExpired:
-            raise CompileError("run", f"the run did not finish within {timeout_s:.0f} s",
-                               kernel=_running(d)) from None
-        if proc.returncode != 0:
-            kernel = _running(d)
-            how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-                   else f"exited with status {proc.returncode}")
-            tail = (proc.stderr.strip().splitlines() or [""])[-1][:300]
-            if kernel is None and _finished(d):
-                raise CompileError("run", f"the kernels ran, then the measurement process failed ({how}): {tail}")
-            where = f"in kernel {kernel}" if kernel else "before the first kernel"
-            raise CompileError("run", f"generated code crashed {where}: {how} {tail}".strip(), kernel=kernel)
+        with open(d / "job.pkl", "wb") as f:
+            pickle.dump({"program": prog, "inputs": list(inputs.values()), "measure": man}, f,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        run_child(d, timeout_s, after="the measurement process")
         return json.loads((d / "result.json").read_text())
 
 
@@ -181,10 +124,4 @@ def _tolerances(outputs: list[str], storage: dict[str, int], rtol: float, atol: 
     from .narrow_io import tolerance
 
     return {o: list(tolerance(storage[o])) if o in storage else [rtol, atol] for o in outputs}
-
-
-def _finished(d: Path) -> bool:
-    p = d / "progress"
-    return p.exists() and p.read_text().splitlines()[-1:] == ["done"]
-
 
