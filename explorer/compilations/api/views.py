@@ -64,7 +64,9 @@ class CompilationListView(APIView):
     def post(self, request: Request) -> Response:
         """Start a compilation: 201 `{id, url, ...}`; 200 with `cached: true` when a succeeded
         compilation of the same model bytes, target, pipeline, shapes, options and compiler
-        version exists; 400 naming an unknown model, target, pass, option or unbound dim."""
+        version exists; 400 naming an unknown model, target, pass, option or unbound dim, or a
+        field of the wrong type. The pipeline is checked as POST /api/pipelines/validate checks it
+        (`""` runs no passes, as O0)."""
         req = CompilationRequest(data=request.data)
         req.is_valid(raise_exception=True)
         data = req.validated_data
