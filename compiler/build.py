@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onnx import TensorProto
 
@@ -26,6 +26,9 @@ from .loops.printer import print_func, print_schedule
 from .schedule import schedule_kernel
 from .schedule.microkernel import try_microkernel
 from .targets import Target, check_runnable, get_target
+
+if TYPE_CHECKING:
+    from .runtime.program import Program
 
 SKIP_OPS = {"Constant"}
 NARROW_IR_ELEMS = frozenset({TensorProto.FLOAT16})  # storage types the IR models but codegen does not compute in
@@ -120,6 +123,31 @@ def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) 
         return list(pool.map(lambda k: compile_kernel(k.func, target), kernels))
 
 
+def memory_plan(graph: Graph, ctx: Any = None) -> Any:
+    """The ``plan-memory`` result of ``graph`` (from the pass context's artifacts or the graph's
+    metadata), or, when the pipeline had no ``plan-memory``, one placed now from the graph's liveness
+    (``compiler.passes.plan_memory``)."""
+    plan = getattr(ctx, "artifacts", {}).get("memory_plan") or graph.metadata.get("memory_plan")
+    if plan is None:
+        from .passes.plan_memory import liveness, place
+
+        plan = place(liveness(graph)[0])
+    return plan
+
+
+def link_program(graph: Graph, ctx: Any, kernels: list[LoweredKernel], compiled: list[CompiledKernel],
+                 pipeline: str = "") -> Program:
+    """The :class:`compiler.runtime.program.Program` of ``graph``'s lowered and compiled kernels and
+    its memory plan (:func:`memory_plan`): the one description both runtime paths run
+    (``compiler.compile``'s verification and timing, and the ONNX backend). Raises
+    CompileError(stage="lowering") for a graph output that is not written by a kernel, not a graph
+    input and not a constant (``compiler.runtime.program.link``)."""
+    from .runtime.program import link
+
+    return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
+                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline)
+
+
 def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, verify: bool, benchmark: bool,
                 model_proto: Any, input_shapes: Any, stage_ms: dict[str, float],
                 trims: list[tuple[int, str, int]] | None = None,
@@ -160,18 +188,12 @@ def run_backend(graph: Graph, ctx: Any, events: EventStream, *, target: str, ver
     summary: dict[str, Any] = {"kernels": len(kernels), "distinct": len({c.symbol for c in compiled})}
     if not tgt.runnable or not (verify or benchmark):
         return summary
-    from .runtime.runner import run_model
+    from .runtime.runner import measure_program
 
-    plan = getattr(ctx, "artifacts", {}).get("memory_plan") or graph.metadata.get("memory_plan")
-    if plan is None:
-        from .passes.plan_memory import liveness, place
-
-        plan = place(liveness(graph)[0])
     t0 = time.perf_counter()
-    res = run_model([{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
-                     for lk, ck in zip(kernels, compiled, strict=True)], graph, plan,
-                    model_proto.SerializeToString(), verify=verify, benchmark=benchmark, trims=trims,
-                    storage=storage)
+    prog = link_program(graph, ctx, kernels, compiled)
+    res = measure_program(prog, model_proto.SerializeToString(), verify=verify, benchmark=benchmark, trims=trims,
+                          storage=storage)
     elapsed = (time.perf_counter() - t0) * 1e3
     by_name = {lk.name: lk for lk in kernels}
     for kt in res.get("kernels", []):

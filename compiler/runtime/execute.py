@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import CompileError
 from .process import run_child
-from .program import NP_DTYPES, Bound, Program, check_inputs, link
+from .program import NP_DTYPES, Bound, Program, check_inputs
 
 __all__ = ["NP_DTYPES", "Program", "check_inputs", "compile_program", "has_lowering", "prepare_model",
            "run_program", "run_program_isolated", "upgrade_opset", "with_input_shapes"]
@@ -148,7 +148,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
     Raises CompileError with the failing stage (``import``, ``shape``, ``passes``, ``lowering``,
     ``codegen``); an unexpected internal error is wrapped as CompileError with its type and message.
     """
-    from ..build import compile_all, lower_graph
+    from ..build import compile_all, link_program, lower_graph
     from ..events import EventStream
     from ..frontend import import_model, read_model, specialize
     from ..passes import PassContext
@@ -179,17 +179,7 @@ def compile_program(model: Any, input_shapes: Mapping[str, Sequence[int]] | None
         raise CompileError(stage, "internal error: recursion too deep") from None
     except Exception as e:
         raise CompileError(stage, f"internal error: {type(e).__name__}: {e}"[:500]) from e
-    plan = ctx.artifacts.get("memory_plan") or graph.metadata.get("memory_plan")
-    if plan is None:
-        from ..passes.plan_memory import liveness, place
-
-        plan = place(liveness(graph)[0])
-    return _link(graph, kernels, compiled, plan, pipe.text())
-
-
-def _link(graph: Any, kernels: list[Any], compiled: list[Any], plan: Any, pipeline: str) -> Program:
-    return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
-                        for lk, ck in zip(kernels, compiled, strict=True)], plan, pipeline)
+    return link_program(graph, ctx, kernels, compiled, pipe.text())
 
 
 def run_program(prog: Program, inputs: Sequence[np.ndarray], progress: Path | None = None) -> list[np.ndarray]:

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..ir import Graph
 from .process import run_child
-from .program import NP_DTYPES, link
+from .program import NP_DTYPES, Program, link
 
 
 def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -50,13 +50,21 @@ def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = No
     graph IR). ``storage`` ({input: ONNX elem type}): inputs of a legalized model whose declared type
     is narrow; their values are rounded to that format (``compiler.runtime.narrow_io.storage_inputs``)
     and kept in the IR's compute dtype."""
-    rng = np.random.default_rng(seed)
-    out = {}
+    specs = []
     for v in graph.inputs:
         assert v.type is not None and v.type.is_static
-        shape = tuple(int(d) for d in v.type.shape)  # type: ignore[union-attr]
-        dt = np.dtype(NP_DTYPES[v.type.short])
-        out[v.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+        specs.append((v.name, NP_DTYPES[v.type.short], tuple(int(d) for d in v.type.shape)))  # type: ignore[union-attr]
+    return random_inputs(specs, seed, storage)
+
+
+def random_inputs(specs: list[tuple[str, str, tuple[int, ...]]], seed: int = 0,
+                  storage: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """:func:`make_inputs` for ``specs`` ``[(name, numpy dtype, shape)]`` (``Program.inputs``)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dtype, shape in specs:
+        dt = np.dtype(dtype)
+        out[name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
     if storage:
         from .narrow_io import storage_inputs
 
@@ -91,9 +99,20 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
     ``onnxruntime_ms``). Raises CompileError(stage="run") on a crash (naming the kernel) or a timeout,
     CompileError(stage="lowering") for a graph output that has no source (``link``).
     """
-    prog = link(graph, kernels, plan)
+    return measure_program(link(graph, kernels, plan), model_bytes, verify=verify, benchmark=benchmark, rtol=rtol,
+                           atol=atol, budget_s=budget_s, min_repeats=min_repeats, max_repeats=max_repeats,
+                           timeout_s=timeout_s, trims=trims, storage=storage)
+
+
+def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmark: bool, rtol: float = 1e-3,
+                    atol: float = 1e-4, budget_s: float = 4.0, min_repeats: int = 5, max_repeats: int = 50,
+                    timeout_s: float = 900.0, trims: list[tuple[int, str, int]] | None = None,
+                    storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+    """Verify and time the linked ``prog`` (``compiler.build.link_program``) against ONNX Runtime
+    running ``model_bytes``, in the child process, on seeded random inputs (:func:`random_inputs`).
+    Arguments, result and errors as :func:`run_model`'s."""
     storage = storage or {"inputs": {}, "outputs": {}}
-    inputs = make_inputs(graph, storage=storage["inputs"])
+    inputs = random_inputs(prog.inputs, storage=storage["inputs"])
     import onnx
 
     ort_model = onnx.load_model_from_string(model_bytes)
