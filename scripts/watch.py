@@ -6,7 +6,9 @@
 The compilation is its id or its link as the browser shows it (`http(s)://HOST:PORT/c/<id>`, also
 `.../c/<id>/pass/3` and the API's `/api/compilations/<id>`); a link names its own server. Otherwise
 the server is --server, by default http://127.0.0.1:$PORT, PORT as for `make run` (8000 when unset).
-Exit status 0 when the stream ends with compile.finished, 1 with compile.failed, 2 on a
+A connection that ends before the terminal event (dropped without a close frame, or closed after
+frames were lost in a slow client's buffers) is resumed with ``?after=<last seq received>``, as the
+browser does, so every event is printed exactly once. Exit status 0 when the stream ends with compile.finished, 1 with compile.failed, 2 on a
 connection problem, an unknown compilation or a link that names no compilation.
 """
 
@@ -25,6 +27,8 @@ from websockets.sync.client import connect
 # WebSocket close codes of explorer/compilations/messages.py
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+TERMINAL = ("compile.finished", "compile.failed")
+MAX_RESUMES = 5  # reconnections after a dropped connection, each with ?after=<last seq received>
 
 SUMMARY_KEYS = ("index", "name", "kernel", "duration_ms", "changed", "median_us", "prism_ms",
                 "onnxruntime_ms", "ratio", "passed", "max_abs_error", "stage", "message")
@@ -80,25 +84,45 @@ def main() -> int:
         return 2
     server = (server or default_server).rstrip("/")
     args.id = comp_id
-    url = server.replace("http", "ws", 1) + f"/ws/compilations/{comp_id}/?after={args.after}"
+    base = server.replace("http", "ws", 1) + f"/ws/compilations/{comp_id}/?after="
     last = None
-    try:
-        with connect(url, max_size=None, open_timeout=30) as ws:
-            for message in ws:
-                last = json.loads(message)
-                print(message if args.json else summary(last), flush=True)
-    except ConnectionClosed as exc:
-        code = exc.rcvd.code if exc.rcvd is not None else None
-        if code == CLOSE_NOT_FOUND:
-            print(f"no compilation {args.id} on {server}", file=sys.stderr)
-        elif code == CLOSE_BAD_REQUEST:
-            print(f"--after {args.after} is not a valid seq", file=sys.stderr)
-        else:
-            print(f"connection closed: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"cannot connect to {url}: {exc}", file=sys.stderr)
-        return 2
+    drops = 0
+    while True:
+        after = last["seq"] if last is not None else args.after
+        url = base + str(after)
+        try:
+            with connect(url, max_size=None, open_timeout=30) as ws:
+                for message in ws:
+                    last = json.loads(message)
+                    print(message if args.json else summary(last), flush=True)
+            if last is None or last["type"] in TERMINAL or drops >= MAX_RESUMES:
+                break
+            # closed cleanly before the terminal event: the server closes only after it, so the
+            # tail was lost in transit (a slow client's buffered frames); resume after the last one
+            drops += 1
+            print(f"connection closed after seq {last['seq']} before the end; resuming", file=sys.stderr)
+            continue
+        except ConnectionClosed as exc:
+            code = exc.rcvd.code if exc.rcvd is not None else None
+            if last is not None and last["type"] in TERMINAL:
+                break  # every event arrived; only the closing handshake was cut short
+            if code == CLOSE_NOT_FOUND:
+                print(f"no compilation {args.id} on {server}", file=sys.stderr)
+            elif code == CLOSE_BAD_REQUEST:
+                print(f"--after {args.after} is not a valid seq", file=sys.stderr)
+            elif code is None and drops < MAX_RESUMES:
+                # dropped without a close frame (a network drop, or the server aborting the close
+                # handshake of a client that read slowly): resume after the last event received
+                drops += 1
+                print(f"connection dropped after seq {after if last is None else last['seq']}; resuming",
+                      file=sys.stderr)
+                continue
+            else:
+                print(f"connection closed: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"cannot connect to {url}: {exc}", file=sys.stderr)
+            return 2
     if last is None:
         print("no events after seq", args.after, file=sys.stderr)
     return 0 if last is None or last["type"] == "compile.finished" else 1

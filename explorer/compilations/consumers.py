@@ -7,6 +7,13 @@ whose seq is the next expected is sent as it came; one beyond it makes the consu
 from the database first; one at or below the last sent is a late duplicate and is dropped. A
 periodic poll reads the database while no terminal event has been sent, so that a dropped *last*
 event is found too. After the terminal event the server closes the socket with code 1000.
+
+Clients resume: daphne's WebSocket layer (autobahn) aborts a closing handshake that the client has
+not answered within 1 s, and whatever a slow client had not read yet is lost with the connection
+(it ends without the terminal event, with or without a close frame). A client that sees the socket
+end before the terminal event reconnects with ``?after=<last seq it holds>`` and gets exactly the
+rest; the browser (frontend/src/api.ts), scripts/watch.py and the tests' client all do
+(tests/explorer/test_explorer_stack.py::test_a_slow_reader_gets_every_event_once_resuming_after_a_drop).
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ class Stack:
         }
         self.env.pop("PRISM_TEST_REDIS_URL", None)
         self.procs: dict[str, subprocess.Popen] = {}
+        self.resumes = 0  # WebSocket connections ws_events resumed after a drop
         self.url = ""
         atexit.register(self.close)  # even if pytest dies before the fixture's finalizer
         subprocess.run(
@@ -179,28 +180,46 @@ class Stack:
                              timeout, "a final status")
 
     def ws_events(self, compilation_id: str, after: int = -1, stop_after: int | None = None,
-                  timeout: float = 300) -> list[dict]:
+                  timeout: float = 300, read_delay: float = 0.0) -> list[dict]:
         """Events over the WebSocket until the server closes it (after the terminal event) or,
-        with `stop_after`, until that seq arrived (then the client disconnects)."""
-        ws_url = self.url.replace("http://", "ws://") + f"/ws/compilations/{compilation_id}/?after={after}"
+        with `stop_after`, until that seq arrived (then the client disconnects).
+
+        A connection that ends before the terminal event is resumed with `?after=<last seq>`, as
+        the browser and scripts/watch.py do: the server's WebSocket layer (autobahn under daphne)
+        aborts a closing handshake the client has not answered within 1 s, and what a slow client
+        had not read yet is lost with the connection (seen both as a drop without a close frame
+        and as a clean close whose last frames never reached the reader); `self.resumes` counts
+        them. `read_delay` makes a slow client: it waits that long after connecting, the first time,
+        before reading.
+        """
         events: list[dict] = []
         deadline = time.monotonic() + timeout
-        with connect(ws_url, max_size=None, open_timeout=30) as ws:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out; got seqs {[e['seq'] for e in events]}")
-                try:
-                    msg = ws.recv(timeout=left)
-                except TimeoutError:
-                    continue
-                except ConnectionClosed as closed:  # the server closes after the terminal event
-                    if events and events[-1]["type"] not in TERMINAL or closed.rcvd is None \
-                            or closed.rcvd.code != 1000:
+        for _attempt in range(4):
+            since = events[-1]["seq"] if events else after
+            ws_url = self.url.replace("http://", "ws://") + f"/ws/compilations/{compilation_id}/?after={since}"
+            with connect(ws_url, max_size=None, open_timeout=30) as ws:
+                if _attempt == 0:
+                    time.sleep(read_delay)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise AssertionError(f"timed out; got seqs {[e['seq'] for e in events]}")
+                    try:
+                        msg = ws.recv(timeout=left)
+                    except TimeoutError:
+                        continue
+                    except ConnectionClosed as closed:  # the server closes after the terminal event
+                        ended = bool(events) and events[-1]["type"] in TERMINAL
+                        clean = closed.rcvd is not None and closed.rcvd.code == 1000
+                        if (ended and closed.rcvd is None) or (clean and (ended or not events)):
+                            return events  # ended (a log that ended before `after` closes at once)
+                        if closed.rcvd is None or (clean and events):
+                            self.resumes += 1
+                            break  # dropped, or closed with the tail lost: resume after the last event
                         raise AssertionError(
                             f"socket closed ({closed!r}) after seqs {[e['seq'] for e in events]}"
                         ) from closed
-                    return events
-                events.append(json.loads(msg))
-                if stop_after is not None and events[-1]["seq"] >= stop_after:
-                    return events
+                    events.append(json.loads(msg))
+                    if stop_after is not None and events[-1]["seq"] >= stop_after:
+                        return events
+        raise AssertionError(f"dropped 4 times; got seqs {[e['seq'] for e in events]}")

@@ -84,6 +84,21 @@ def test_reconnect_after_k_gets_exactly_the_rest(stack, model):
     assert stack.ws_events(comp["id"], after=n) == []  # nothing left: closed at once
 
 
+def test_a_slow_reader_gets_every_event_once_resuming_after_a_drop(stack, model):
+    """A client that reads nothing for 3 s after connecting to a finished compilation: the server
+    sends the whole log and closes; autobahn aborts the closing handshake after 1 s and the events
+    the client had not read are lost with the connection. Resuming with ?after=<last seq>, as the
+    browser and scripts/watch.py do, gives exactly the rest."""
+    comp = stack.compile(model["id"], pipeline=PIPELINE, cache=False)
+    stack.wait_finished(comp["id"])
+    with stack.http() as c:
+        stored = c.get(f"/api/compilations/{comp['id']}/events").json()["events"]
+    before = stack.resumes
+    events = stack.ws_events(comp["id"], read_delay=3.0)
+    assert events == stored
+    print(f"\n{len(events)} events, {stack.resumes - before} resumption(s) after a drop")
+
+
 def test_cache_hit_returns_the_finished_compilation_at_once(stack, model):
     request = dict(pipeline=PIPELINE, options={"benchmark": False})  # a key no other test uses
     comp = stack.compile(model["id"], **request)

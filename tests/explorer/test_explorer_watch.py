@@ -101,3 +101,83 @@ def test_a_bad_link_is_one_line_and_no_connection(watch, monkeypatch, capsys, ar
     monkeypatch.setattr("sys.argv", ["watch.py", *argv])
     assert watch.main() == 2 and urls == []
     assert capsys.readouterr().err == message
+
+
+class FakeSocket:
+    """A connection that yields `events` as JSON, then closes with `close_code` (None: dropped
+    without a close frame, as when the server aborts the closing handshake)."""
+
+    def __init__(self, events: list[dict], close_code: int | None):
+        self.events, self.close_code = events, close_code
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __iter__(self):
+        import json
+
+        for e in self.events:
+            yield json.dumps(e)
+        if self.close_code == 1000:
+            return  # websockets ends the iteration on a normal closure
+        raise ConnectionClosed(None if self.close_code is None else Close(self.close_code, ""), None)
+
+
+def ev(seq: int, typ: str = "pass.finished") -> dict:
+    return {"seq": seq, "type": typ}
+
+
+def test_a_dropped_connection_resumes_after_the_last_event(watch, monkeypatch, capsys):
+    sockets = [FakeSocket([ev(0), ev(1), ev(2)], None),
+               FakeSocket([ev(3), ev(4, "compile.finished")], 1000)]
+    urls: list[str] = []
+
+    def connect(url, **_):
+        urls.append(url)
+        return sockets.pop(0)
+
+    monkeypatch.setattr(watch, "connect", connect)
+    monkeypatch.setattr("sys.argv", ["watch.py", "k3x9q2ab", "--server", "http://127.0.0.1:8791", "--json"])
+    assert watch.main() == 0
+    out = capsys.readouterr()
+    assert [__import__("json").loads(line)["seq"] for line in out.out.splitlines()] == [0, 1, 2, 3, 4]
+    assert urls == ["ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/?after=-1",
+                    "ws://127.0.0.1:8791/ws/compilations/k3x9q2ab/?after=2"]
+    assert "resuming" in out.err
+
+
+def test_a_drop_after_the_terminal_event_is_the_end(watch, monkeypatch):
+    sockets = [FakeSocket([ev(0), ev(1, "compile.failed")], None)]
+    monkeypatch.setattr(watch, "connect", lambda url, **_: sockets.pop(0))
+    monkeypatch.setattr("sys.argv", ["watch.py", "k3x9q2ab"])
+    assert watch.main() == 1 and not sockets
+
+
+def test_resuming_gives_up_after_repeated_drops(watch, monkeypatch, capsys):
+    urls: list[str] = []
+
+    def connect(url, **_):
+        urls.append(url)
+        return FakeSocket([], None)
+
+    monkeypatch.setattr(watch, "connect", connect)
+    monkeypatch.setattr("sys.argv", ["watch.py", "k3x9q2ab"])
+    assert watch.main() == 2
+    assert len(urls) == watch.MAX_RESUMES + 1
+
+
+def test_a_clean_close_before_the_terminal_event_resumes(watch, monkeypatch, capsys):
+    sockets = [FakeSocket([ev(0), ev(1)], 1000), FakeSocket([ev(2, "compile.finished")], 1000)]
+    urls: list[str] = []
+
+    def connect(url, **_):
+        urls.append(url)
+        return sockets.pop(0)
+
+    monkeypatch.setattr(watch, "connect", connect)
+    monkeypatch.setattr("sys.argv", ["watch.py", "k3x9q2ab", "--server", "http://127.0.0.1:8791"])
+    assert watch.main() == 0
+    assert urls[-1].endswith("?after=1") and not sockets
