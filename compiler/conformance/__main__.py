@@ -95,14 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     from .skips import load_skips, skip_reason
 
     ap = argparse.ArgumentParser(prog="python -m compiler.conformance", description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", action="append", choices=SUITES)
-    ap.add_argument("--filter")
-    ap.add_argument("--subset", choices=("all", "ci"), default="all")
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=120.0)
-    ap.add_argument("--pipeline", default="O2")
-    ap.add_argument("--report")
-    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--suite", action="append", choices=SUITES, help="run only this suite (repeatable)")
+    ap.add_argument("--filter", metavar="REGEX",
+                    help="only cases whose id matches this regular expression anywhere (re.search): "
+                         "'cast' also matches test_castlike_* and *_broadcast*; '^test_cast_' is stricter")
+    ap.add_argument("--subset", choices=("all", "ci"), default="all",
+                    help="'ci': a sample covering every op (about 470 cases)")
+    ap.add_argument("--jobs", type=int, default=1, help="cases run in parallel, each in its own worker process")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it counts as a timeout")
+    ap.add_argument("--pipeline", default="O2", help="pass pipeline text or preset (default O2)")
+    ap.add_argument("--report", metavar="FILE", help="write the JSON report (every case, its status and message)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case as it finishes (without it, only those that did not pass)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     cases = all_cases(tuple(args.suite or SUITES))

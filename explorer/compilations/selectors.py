@@ -103,17 +103,6 @@ def catalog(kind: str) -> list[dict]:
     return _catalog(str(compiler.__version__))[kind]
 
 
-def expand_pipeline(text: str) -> tuple[str | None, str | None]:
-    """`(expanded pipeline text, None)`, or `(None, one-line error)` naming the unknown pass or
-    option (the compiler's own message, listing the valid ones)."""
-    import compiler
-
-    try:
-        return compiler.expand_pipeline(text), None
-    except compiler.CompileError as exc:
-        return None, exc.message
-
-
 def samples() -> list[dict]:
     """The compiler's sample models: name, `available` (already on this server, no download
     needed), input shapes, source, and the URL that registers it as a model."""
