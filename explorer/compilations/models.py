@@ -70,6 +70,8 @@ class Compilation(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     error = models.JSONField(null=True, blank=True, help_text="the compile.failed payload")
     attempts = models.IntegerField(default=0, help_text="times a worker started it")
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="when its last task message was sent")
+    requeues = models.IntegerField(default=0, help_text="times it was queued again after its message was lost")
     time_limit_s = models.IntegerField(null=True, blank=True, help_text="hard limit of the last run")
     worker = models.CharField(max_length=255, blank=True, help_text="hostname and pid of the last run")
     created_at = models.DateTimeField(auto_now_add=True)
