@@ -11,6 +11,9 @@ Environment:
     PRISM_STALE_AFTER_S          a running compilation whose heartbeat is older is reaped, default 60
     PRISM_HEARTBEAT_S            heartbeat interval of a running compilation, default 5
     PRISM_REAP_INTERVAL_S        how often each worker looks for stale compilations, default 30
+    PRISM_REQUEUE_AFTER_S        a compilation still queued this long after its task message was sent,
+                                 with no message for it left in Redis (lost: Redis restarted or the
+                                 queue purged), is queued again by the reaper, default 120
     PRISM_COMPILE_QUEUE          Celery queue of compilations, default prism.compile
     PRISM_TARGET_QUEUES          per-target queues: "aarch64=prism.compile.aarch64,..."
     DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
@@ -142,6 +145,7 @@ PRISM_COMPILE_TIME_LIMIT_S = _env_int("PRISM_COMPILE_TIME_LIMIT_S", 300)
 PRISM_STALE_AFTER_S = _env_float("PRISM_STALE_AFTER_S", 60.0)
 PRISM_HEARTBEAT_S = _env_float("PRISM_HEARTBEAT_S", 5.0)
 PRISM_REAP_INTERVAL_S = _env_float("PRISM_REAP_INTERVAL_S", 30.0)
+PRISM_REQUEUE_AFTER_S = _env_float("PRISM_REQUEUE_AFTER_S", 120.0)
 PRISM_COMPILE_QUEUE = os.environ.get("PRISM_COMPILE_QUEUE", "prism.compile")
 # Per-target queues, e.g. "aarch64=prism.compile.aarch64,riscv64=prism.compile.riscv64": a target
 # listed here goes to workers started with `-Q <its queue>` (such as workers on that hardware,

@@ -17,6 +17,10 @@ from explorer.compilations.services.compilations import run_compilation
 def run_compilation_task(compilation_id: str) -> None:
     """Run compilation `compilation_id` (its public id).
 
+    Idempotent: a compilation may get more than one message (a lost one queued again that turns up
+    after all, a redelivery); only the one that claims it (`queued` -> `running`, under its row
+    lock, `services.compilations.claim`) runs it, the others find it running or finished and return.
+
     Time limits: the soft limit (`PRISM_COMPILE_SOFT_TIME_LIMIT_S`) is checked at every event and
     ends the log with a `compile.failed` saying so; Celery's hard limit
     (`PRISM_COMPILE_TIME_LIMIT_S`) kills a run stuck between events. Celery's own soft limit is not

@@ -18,7 +18,11 @@ from explorer.compilations.api.serializers import (
     UploadRequest,
 )
 from explorer.compilations.services import uploads
-from explorer.compilations.services.compilations import create_compilation, reap_if_stale
+from explorer.compilations.services.compilations import (
+    QueueUnavailable,
+    create_compilation,
+    reap_if_stale,
+)
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
 
 
@@ -60,13 +64,14 @@ class ModelDetailView(APIView):
 
 class CompilationListView(APIView):
     @extend_schema(request=CompilationRequest,
-                   responses={200: CompilationOut, 201: CompilationOut, 400: ErrorOut})
+                   responses={200: CompilationOut, 201: CompilationOut, 400: ErrorOut, 503: ErrorOut})
     def post(self, request: Request) -> Response:
         """Start a compilation: 201 `{id, url, ...}`; 200 with `cached: true` when a succeeded
         compilation of the same model bytes, target, pipeline, shapes, options and compiler
         version exists; 400 naming an unknown model, target, pass, option or unbound dim, or a
-        field of the wrong type. The pipeline is checked as POST /api/pipelines/validate checks it
-        (`""` runs no passes, as O0)."""
+        field of the wrong type; 503 (with Retry-After) when the job queue is unreachable: nothing
+        was created, submit again. The pipeline is checked as POST /api/pipelines/validate checks
+        it (`""` runs no passes, as O0)."""
         req = CompilationRequest(data=request.data)
         req.is_valid(raise_exception=True)
         data = req.validated_data
@@ -84,6 +89,10 @@ class CompilationListView(APIView):
             )
         except InvalidRequest as exc:
             return invalid_request_response(exc)
+        except QueueUnavailable as exc:
+            response = error_response(str(exc), 503)
+            response["Retry-After"] = "10"
+            return response
         return Response(selectors.compilation_dict(comp, cached=cached), status=200 if cached else 201)
 
     @extend_schema(responses=CompilationOut(many=True), operation_id="compilations_list")

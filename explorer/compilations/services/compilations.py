@@ -10,6 +10,10 @@ a `compile.failed` event (reason `worker_lost`, or `time_limit` when the hard li
 The log is never rewritten: clients that saw seq 0..k keep them, and the next event they get is that
 `compile.failed`. A compilation is re-run automatically only when its lost run stored no event;
 otherwise the user resubmits (a fresh compilation: the cache only serves succeeded ones).
+
+Lost messages. A compilation is created only once its task message is sent (`QueueUnavailable`
+otherwise: the API answers 503 and nothing is stored); a message lost later is sent again by the
+reaper (`queue.requeue_lost_compilations`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ from explorer.compilations.services.events import (
     append_failure,
     record_event,
     stage_after,
+)
+from explorer.compilations.services.queue import (  # queue_for, QueueUnavailable: re-exported
+    QueueUnavailable,
+    publish,
+    publish_on_commit,
+    queue_for,  # noqa: F401
+    requeue_lost_compilations,
 )
 from explorer.compilations.services.validation import (  # InvalidRequest: re-exported for callers
     InvalidRequest,
@@ -84,6 +95,10 @@ def create_compilation(
     Returns `(compilation, cached)`; `cached` is True when a succeeded compilation with the same
     cache key exists (it is returned as is, nothing is queued).
     Raises:
+        QueueUnavailable: the job queue (Redis) could not take the task message; the compilation
+            is deleted again, so nothing is left `queued` with nobody to run it. (Inside a
+            transaction the message is sent at commit instead, and a failure is left to the
+            requeue check.)
         InvalidRequest: a pipeline that is not text, an unknown target, pass or option, or an
             unbound symbolic dim (`validation.expand_pipeline`, then the compiler's one-line
             message, `compiler.validate_request`). `pipeline=""` is the empty pipeline (O0).
@@ -119,8 +134,16 @@ def create_compilation(
         options=opts,
         compiler_version=version,
         cache_key=key,
+        enqueued_at=timezone.now(),
     )
-    enqueue(comp.id)
+    if connection.in_atomic_block:
+        publish_on_commit(comp.id, comp.target)
+        return comp, False
+    try:
+        publish(comp.id, comp.target)
+    except QueueUnavailable:
+        comp.delete()  # nobody has seen its id yet; a message that did get out finds no row
+        raise
     return comp, False
 
 
@@ -136,26 +159,12 @@ def _create_with_unique_id(**fields) -> Compilation:
     raise RuntimeError("could not allocate a compilation id")
 
 
-def queue_for(target: str) -> str:
-    """The Celery queue of a target: `PRISM_TARGET_QUEUES[target]`, else `PRISM_COMPILE_QUEUE`."""
-    return settings.PRISM_TARGET_QUEUES.get(target, settings.PRISM_COMPILE_QUEUE)
-
-
 def enqueue(compilation_id: str) -> None:
-    """Queue the Celery task on its target's queue once the current transaction (if any) commits.
-
-    The message carries no time limits, so the worker that runs it applies its own
-    (`PRISM_COMPILE_TIME_LIMIT_S` of the worker's environment), not the web server's.
-    """
-    from explorer.compilations.tasks import run_compilation_task
-
+    """Queue the Celery task on its target's queue once the current transaction (if any) commits
+    (`queue.publish_on_commit`), stamping `enqueued_at` for the requeue check."""
     target = Compilation.objects.filter(pk=compilation_id).values_list("target", flat=True).first()
-    queue = queue_for(target or "")
-    transaction.on_commit(
-        lambda: run_compilation_task.apply_async(
-            (compilation_id,), queue=queue, time_limit=None, soft_time_limit=None
-        )
-    )
+    Compilation.objects.filter(pk=compilation_id).update(enqueued_at=timezone.now())
+    publish_on_commit(compilation_id, target or "")
 
 
 def worker_name() -> str:
@@ -338,13 +347,15 @@ class Heartbeat:
 
 def reap_stale_compilations() -> list[str]:
     """End the log of every `running` compilation whose run is gone (`run_is_gone`: its worker
-    was lost); returns their ids."""
+    was lost), and queue again the `queued` ones whose task message was lost
+    (`queue.requeue_lost_compilations`, which logs each); returns the ids of the reaped ones."""
     close_old_connections()
     now = timezone.now()
     reaped = []
     for comp in Compilation.objects.filter(status=Compilation.Status.RUNNING):
         if run_is_gone(comp, now) and reap_if_stale(comp.id):
             reaped.append(comp.id)
+    requeue_lost_compilations()
     return reaped
 
 
