@@ -6,7 +6,7 @@ import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api";
 import { svg } from "../dom";
 import { fmtShape, fmtUs } from "../format";
 import type { FusedGroup, FusedNode } from "../events";
-import { groupColour, groupStroke, type BuiltGraph } from "./build";
+import { edgeLabelText, groupColour, groupStroke, type BuiltGraph } from "./build";
 
 export interface DrawInput {
   laid: ElkNode;
@@ -29,12 +29,36 @@ export interface Drawing {
   zoomBy(f: number): void;
 }
 
-/** Cuts the middle of `text` to what fits in `width` px at the cluster label's ~6.6 px a character. */
+/**
+ * Cuts the middle of `text` to what fits in `width` px at ~6.6 px a character. Cluster labels are
+ * sized by ELK to their whole name (build.ts), so this only bites on a name wider than the layout
+ * could give; the whole name is always in the cluster's tooltip.
+ */
 function fitText(text: string, width: number): string {
   const n = Math.max(4, Math.floor(width / 6.6));
   if (text.length <= n) return text;
   const tail = Math.ceil((n - 1) / 2);
   return `${text.slice(0, n - 1 - tail)}…${text.slice(text.length - tail)}`; // the end tells kernels apart
+}
+
+/**
+ * The shape label of an edge in the box ELK reserved for it on the edge (no two labels and no
+ * label and node overlap), over the edge's line; beside the edge's middle for a layout without one.
+ */
+function edgeLabel(e: ElkExtendedEdge, text: string, pts: { x: number; y: number }[], title: string): SVGGElement {
+  const l = e.labels?.[0];
+  let box: { x: number; y: number; w: number; h: number };
+  if (l && l.x !== undefined && l.y !== undefined) box = { x: l.x, y: l.y, w: l.width ?? 0, h: l.height ?? 11 };
+  else {
+    const i = Math.floor(pts.length / 2);
+    const mx = pts.length === 2 ? (pts[0].x + pts[1].x) / 2 : pts[i].x;
+    const my = pts.length === 2 ? (pts[0].y + pts[1].y) / 2 : (pts[i].y + pts[Math.max(0, i - 1)].y) / 2;
+    box = { x: mx + 4, y: my - 9, w: 0, h: 11 };
+  }
+  const parts: SVGElement[] = box.w ? [svg("rect", { x: box.x, y: box.y, width: box.w, height: box.h, rx: 2 })] : [];
+  return svg("g", { class: "edge-label" }, ...parts,
+    svg("text", { x: box.x + box.w / 2, y: box.y + box.h - 2.5, "text-anchor": box.w ? "middle" : "start" }, text),
+    svg("title", {}, title));
 }
 
 export function draw(input: DrawInput): Drawing {
@@ -54,7 +78,7 @@ export function draw(input: DrawInput): Drawing {
   const boxes = new Map<string, SVGGElement>();
   const centres = new Map<string, { x: number; y: number }>();
 
-  const box = (n: ElkNode, cls: string, fill: string, stroke: string, line1: string, line2: string) => {
+  const box = (n: ElkNode, cls: string, fill: string, stroke: string, line1: string, line2: string, tip: string) => {
     const x = n.x ?? 0;
     const y = n.y ?? 0;
     const w = n.width ?? 0;
@@ -63,6 +87,7 @@ export function draw(input: DrawInput): Drawing {
       svg("rect", { width: w, height: hgt, rx: 4, fill, stroke }),
       svg("text", { x: w / 2, y: 15, class: "gnode-op" }, line1),
       svg("text", { x: w / 2, y: 29, class: "gnode-name" }, line2.length > 44 ? `${line2.slice(0, 43)}…` : line2),
+      svg("title", {}, tip),
     );
     g.addEventListener("click", (e) => {
       e.stopPropagation();
@@ -84,7 +109,7 @@ export function draw(input: DrawInput): Drawing {
         const i = info?.index ?? 0;
         const rect = svg("g", { class: "cluster", "data-id": c.id },
           svg("rect", { x: c.x ?? 0, y: c.y ?? 0, width: c.width ?? 0, height: c.height ?? 0, rx: 6, fill: groupColour(i), stroke: groupStroke(i) }),
-          svg("text", { x: (c.x ?? 0) + 6, y: (c.y ?? 0) + 14, class: "cluster-label" }, fitText(info ? info.group.kernel : c.id, (c.width ?? 0) - 10)),
+          svg("text", { x: (c.x ?? 0) + (c.width ?? 0) / 2, y: (c.labels?.[0]?.y ?? c.y ?? 0) + 11, class: "cluster-label" }, fitText(info ? info.group.kernel : c.id, (c.width ?? 0) - 8)),
           svg("title", {}, info ? `${info.group.kernel} (${info.group.kind}, ${info.group.nodes.length} ops)${timeOf(info.group.kernel)}` : c.id),
         );
         rect.addEventListener("click", (e) => {
@@ -99,10 +124,11 @@ export function draw(input: DrawInput): Drawing {
         const info = groups.get(c.id.slice(2));
         const i = info?.index ?? 0;
         const ops = info ? info.group.nodes.map((id) => nodes.get(id)?.op_type ?? "?").join("+") : "";
-        box(c, "group", groupColour(i), groupStroke(i), info?.group.kernel ?? c.id, `${ops}${timeOf(info?.group.kernel ?? "")}`);
+        const kernel = info?.group.kernel ?? c.id;
+        box(c, "group", groupColour(i), groupStroke(i), kernel, `${ops}${timeOf(kernel)}`, `${kernel}${info ? ` (${info.group.kind}, ${info.group.nodes.length} ops: ${ops})` : ""}${timeOf(kernel)}`);
       } else {
         const fn = nodes.get(c.id);
-        box(c, "op", "#fff", "#667", fn?.op_type ?? "?", fn?.name ?? c.id);
+        box(c, "op", "#fff", "#667", fn?.op_type ?? "?", fn?.name ?? c.id, `${fn?.op_type ?? "?"} ${fn?.name ?? c.id}`);
       }
     }
   };
@@ -114,23 +140,19 @@ export function draw(input: DrawInput): Drawing {
     (n.children ?? []).forEach(collect);
   };
   collect(laid);
+  const labelLayer = svg("g", { class: "edge-labels" });
   for (const e of edgeList) {
+    const info = built.edges.get(e.id);
+    const title = info ? `${info.value}: ${info.dtype}${fmtShape(info.shape)}${info.count > 1 ? ` (+${info.count - 1} more)` : ""}` : "";
+    let pts: { x: number; y: number }[] = [];
     for (const s of e.sections ?? []) {
-      const pts = [s.startPoint, ...(s.bendPoints ?? []), s.endPoint];
+      pts = [s.startPoint, ...(s.bendPoints ?? []), s.endPoint];
       const d = pts.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
-      const info = built.edges.get(e.id);
-      const title = info ? `${info.value}: ${info.dtype}${fmtShape(info.shape)}${info.count > 1 ? ` (+${info.count - 1} more)` : ""}` : "";
-      const path = svg("path", { d, class: "edge", "marker-end": "url(#arrow)" }, svg("title", {}, title));
-      edgeLayer.appendChild(path);
-      if (info) {
-        const mid = pts[Math.floor(pts.length / 2)];
-        const prev = pts[Math.max(0, Math.floor(pts.length / 2) - 1)];
-        const mx = pts.length === 2 ? (pts[0].x + pts[1].x) / 2 : mid.x;
-        const my = pts.length === 2 ? (pts[0].y + pts[1].y) / 2 : (mid.y + prev.y) / 2;
-        edgeLayer.appendChild(svg("text", { x: mx + 4, y: my, class: "edge-label" }, fmtShape(info.shape)));
-      }
+      edgeLayer.appendChild(svg("path", { d, class: "edge", "marker-end": "url(#arrow)" }, svg("title", {}, title)));
     }
+    if (info && pts.length) labelLayer.appendChild(edgeLabel(e, edgeLabelText(info.shape), pts, title));
   }
+  edgeLayer.appendChild(labelLayer);
 
   // Pan and zoom.
   let tx = 0;
