@@ -137,6 +137,8 @@ export function kernelsPane(): Pane {
     el,
     update(c) {
       ctx = c;
+      // The list alone flows with the page (all of its height); beside a kernel's code it scrolls in a box.
+      el.classList.toggle("with-detail", c.view.view === "kernel");
       renderTable();
       renderDetail();
     },
