@@ -24,7 +24,7 @@ import type {
   Stage,
   UnknownEvent,
 } from "./events";
-import { isKnownEvent, STAGES } from "./events";
+import { isKnownEvent } from "./events";
 import { splitPipeline } from "./pipeline";
 
 export interface KernelState {
@@ -138,7 +138,7 @@ function apply(state: CompilationState, event: CompileEvent | UnknownEvent): Com
   }
 }
 
-export type StageStatus = "waiting" | "running" | "done" | "failed" | "skipped";
+export { stageStatus, type StageStatus } from "./stages";
 
 /** What the compilation page's status badge says. */
 export type PageStatus = "not found" | "failed" | "succeeded" | "running" | "queued" | "loading";
@@ -151,28 +151,6 @@ export type PageStatus = "not found" | "failed" | "succeeded" | "running" | "que
 export function pageStatus(state: CompilationState, recordStatus: string | undefined, missing: boolean): PageStatus {
   if (missing) return "not found";
   return state.failed ? "failed" : state.finished ? "succeeded" : state.nextSeq > 0 ? "running" : recordStatus === "queued" ? "queued" : "loading";
-}
-
-/**
- * Status of each stage for the progress bar. A stage before the current one is done; after a
- * finish, a stage that produced nothing and has no time in `stage_ms` is "skipped".
- */
-export function stageStatus(state: CompilationState): Record<Stage, StageStatus> {
-  const out = {} as Record<Stage, StageStatus>;
-  const failedAt = state.failed ? (STAGES as readonly string[]).indexOf(state.failed.stage) : -1;
-  const current = state.stage ? STAGES.indexOf(state.stage) : state.nextSeq > 0 ? 0 : -1;
-  STAGES.forEach((stage, i) => {
-    if (state.finished) {
-      const ms = state.finished.stage_ms?.[stage];
-      out[stage] = !ms && i > current ? "skipped" : "done";
-    } else if (state.failed) {
-      const at = failedAt >= 0 ? failedAt : Math.max(current, 0);
-      out[stage] = i < at ? "done" : i === at ? "failed" : "skipped";
-    } else {
-      out[stage] = i < current ? "done" : i === current ? "running" : "waiting";
-    }
-  });
-  return out;
 }
 
 /** Whether the compilation has ended (finished or failed). */

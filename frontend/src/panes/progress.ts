@@ -1,8 +1,12 @@
-/** Stage progress bar: import, passes, lowering, codegen, run, verify. */
+/**
+ * Stage strip: import, passes, lowering, codegen, run, verify, each done / running / failed /
+ * skipped / not reached with its counts, as the events say (stages.ts).
+ */
 import { STAGES } from "../events";
 import { h, replace } from "../dom";
 import { fmtMs } from "../format";
-import { stageStatus, type CompilationState } from "../state";
+import { STATUS_WORDS, stageProgress } from "../stages";
+import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
 
 export function progressPane(): Pane {
@@ -13,32 +17,22 @@ export function progressPane(): Pane {
     update({ state }: PaneContext) {
       if (state === last) return;
       last = state;
-      const st = stageStatus(state);
+      const st = stageProgress(state);
       const planned = state.plannedPasses.length;
       replace(
         el,
         STAGES.map((stage) => {
-          let detail = "";
-          if (stage === "passes" && planned > 0) detail = `${state.passes.length}/${planned}`;
-          else if (stage === "lowering" && state.fusion && state.fusion.groups.length > 0) {
-            const lowered = [...state.kernels.values()].filter((k) => k.lowered).length;
-            detail = `${lowered}/${state.fusion.groups.length}`;
-          } else if (stage === "run" && state.kernels.size > 0 && st.run !== "skipped") {
-            const timed = [...state.kernels.values()].filter((k) => k.timed).length;
-            if (timed) detail = `${timed} timed`;
-          } else if (stage === "codegen" && state.kernels.size > 0) {
-            const compiled = [...state.kernels.values()].filter((k) => k.compiled).length;
-            detail = `${compiled}/${state.kernels.size}`;
-          }
+          const { status, detail } = st[stage];
           const ms = state.finished?.stage_ms?.[stage];
-          const fill = stage === "passes" && st[stage] === "running" && planned > 0 ? (100 * state.passes.length) / planned : null;
+          const fill = stage === "passes" && status === "running" && planned > 0 ? (100 * state.passes.length) / planned : null;
           return h(
             "div",
-            { class: `stage stage-${st[stage]}`, role: "listitem", dataset: { stage, status: st[stage] }, title: `${stage}: ${st[stage]}` },
+            { class: `stage stage-${status}`, role: "listitem", dataset: { stage, status }, title: `${stage}: ${STATUS_WORDS[status]}${detail ? ` (${detail})` : ""}` },
             fill !== null ? h("div", { class: "stage-fill", style: { width: `${fill}%` } }) : null,
             h("span", { class: "stage-name" }, stage),
             detail ? h("span", { class: "stage-detail" }, detail) : null,
-            ms !== undefined ? h("span", { class: "stage-ms" }, fmtMs(ms)) : null,
+            status === "unreached" ? h("span", { class: "stage-detail" }, "not reached") : null,
+            ms !== undefined && status === "done" ? h("span", { class: "stage-ms" }, fmtMs(ms)) : null,
           );
         }),
       );
