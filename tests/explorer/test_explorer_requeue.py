@@ -10,6 +10,7 @@ stores nothing.
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -22,7 +23,7 @@ import redis
 from celery import Celery
 from django.conf import settings
 from django.utils import timezone
-from prism_stack import TERMINAL, Stack
+from prism_stack import TERMINAL, Stack, free_port
 
 from explorer.compilations.models import Compilation
 from explorer.compilations.services import queue as q
@@ -198,10 +199,96 @@ def test_a_submission_while_redis_is_down_is_503_and_stores_nothing(stack, model
             took = time.monotonic() - t0
         assert r.status_code == 503, r.text
         assert r.headers["content-type"].startswith("application/json") and r.headers["retry-after"]
-        assert r.json()["error"].startswith("the job queue is unreachable (")
+        assert r.json()["error"].startswith("the job queue is unreachable (Error 111 connecting")
         assert "the compilation was not created: submit it again in a moment" in r.json()["error"]
         assert took < 30, took
         with stack.http() as c:
             assert [x["id"] for x in c.get("/api/compilations").json()] == before
     finally:
         stack.stop("web-down")
+
+
+class Switch:
+    """A TCP forwarder to Redis that can be cut (every connection closed, the port refusing) and
+    restored on the same port: Redis going down and coming back, without touching the shared one."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream, self.port = upstream, free_port()
+        self.conns: list[socket.socket] = []
+        self.server: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self.server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def down(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        self.server.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        self.conns.clear()
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return  # closed: down
+            upstream = socket.create_connection(self.upstream)
+            self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_submissions_fail_while_redis_is_down_and_are_queued_again_once_it_is_back(stack, model):
+    queue = stack.env["PRISM_COMPILE_QUEUE"]
+    real = redis.Redis.from_url(stack.env["REDIS_URL"])
+    host = real.connection_pool.connection_kwargs
+    switch = Switch((host["host"], host["port"]))
+    via = f"redis://127.0.0.1:{switch.port}/{host['db']}"
+    url = stack.start_web("web-switch", REDIS_URL=via, CELERY_BROKER_URL=via)
+    body = {"model": model["id"], "pipeline": "O1", "cache": False}
+    try:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            waiting = real.llen(queue)
+            assert c.post("/api/compilations", json=body).status_code == 201
+            assert real.llen(queue) == waiting + 1
+            switch.down()
+            before = [x["id"] for x in c.get("/api/compilations").json()]
+            r = c.post("/api/compilations", json=body)
+            assert r.status_code == 503 and "the job queue is unreachable" in r.json()["error"], r.text
+            assert [x["id"] for x in c.get("/api/compilations").json()] == before
+            switch.up()
+            r = c.post("/api/compilations", json=body)
+            assert r.status_code == 201, r.text
+            assert r.json()["status"] == "queued" and real.llen(queue) == waiting + 2
+    finally:
+        switch.down()
+        stack.stop("web-switch")

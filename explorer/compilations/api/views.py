@@ -90,7 +90,7 @@ class CompilationListView(APIView):
         except InvalidRequest as exc:
             return invalid_request_response(exc)
         except QueueUnavailable as exc:
-            response = error_response(str(exc), 503)
+            response = error_response(f"{exc}; the compilation was not created: submit it again in a moment", 503)
             response["Retry-After"] = "10"
             return response
         return Response(selectors.compilation_dict(comp, cached=cached), status=200 if cached else 201)

@@ -42,10 +42,7 @@ class QueueUnavailable(Exception):
     """The job queue (the Celery broker, Redis) could not be reached to send a task message."""
 
     def __init__(self, detail: str) -> None:
-        super().__init__(
-            f"the job queue is unreachable ({' '.join(detail.split())}); the compilation was not "
-            "created: submit it again in a moment"
-        )
+        super().__init__(f"the job queue is unreachable ({' '.join(detail.split())})")
 
 
 def queue_for(target: str) -> str:
@@ -98,12 +95,13 @@ def waiting_messages(queues: set[str]) -> list[str] | None:
     Raises:
         QueueUnavailable: the broker did not answer.
     """
-    from celery import current_app
     from kombu.exceptions import OperationalError
     from redis.exceptions import RedisError
 
+    from explorer.celery import app as celery_app
+
     try:
-        with current_app.connection_for_read() as conn:
+        with celery_app.connection_for_read() as conn:
             channel = conn.default_channel
             client = getattr(channel, "client", None)
             if client is None or not hasattr(channel, "_q_for_pri"):
