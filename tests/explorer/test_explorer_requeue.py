@@ -94,6 +94,16 @@ def test_after_max_requeues_the_log_ends_with_queue_lost(make_compilation, broke
     assert broker.llen(settings.PRISM_COMPILE_QUEUE) == 0
 
 
+def test_a_compilation_queued_before_enqueued_at_existed_counts_from_its_creation(
+        make_compilation, broker, django_capture_on_commit_callbacks):
+    comp = make_compilation(enqueued_at=None)
+    assert q.requeue_lost_compilations() == []  # created just now
+    Compilation.objects.filter(pk=comp.id).update(created_at=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert q.requeue_lost_compilations() == [comp.id]
+    assert broker.llen(settings.PRISM_COMPILE_QUEUE) == 1
+
+
 def test_only_queued_compilations_are_requeued(make_compilation, broker):
     for status in ("running", "succeeded", "failed"):
         overdue(make_compilation(status=status, heartbeat_at=timezone.now()))

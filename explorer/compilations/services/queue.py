@@ -27,6 +27,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from explorer.compilations.models import Compilation
@@ -128,11 +129,11 @@ def requeue_lost_compilations() -> list[str]:
     `MAX_REQUEUES` times; returns their ids. Does nothing while the broker is unreachable."""
     close_old_connections()
     due = timezone.now() - requeue_after()
-    overdue = [
-        (c.id, c.target)
-        for c in Compilation.objects.filter(status=Compilation.Status.QUEUED).only("id", "target", "enqueued_at", "created_at")
-        if (c.enqueued_at or c.created_at) <= due
-    ]
+    overdue = list(
+        Compilation.objects.filter(status=Compilation.Status.QUEUED)
+        .filter(Q(enqueued_at__lte=due) | Q(enqueued_at__isnull=True, created_at__lte=due))  # older rows
+        .values_list("id", "target")
+    )
     if not overdue:
         return []
     try:
