@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import pytest
-from browserkit import pipeline_passes, shot
+from browserkit import graph_label_defects, pipeline_passes, shot, stage_strip
 from onnx import TensorProto, helper
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -108,12 +108,25 @@ def test_upload_compile_and_explore(stack, context, page):
     page.click(".main-tabs .tab[data-tab=graph]")
     node = page.locator(".graph-svg .gnode.op").first
     node.wait_for(timeout=120_000)
+    # Shape labels laid apart (none drawn over another) and whole kernel names, as first shown.
+    defects = graph_label_defects(page)
+    assert defects["labels"] > 50 and defects["overlapping"] == 0 and not defects["cut"], defects
     node.click()
     page.wait_for_url(re.compile(rf"/c/{cid}/graph\?node=.+"))
     side = page.locator(".graph-side")
     assert side.locator("h3").inner_text() != ""
     assert page.locator(".graph-side .ir-line").count() == 1
     shot(page, "04-graph")
+
+    # The kernels list alone uses the page's height: no box of its own that scrolls.
+    page.click(".main-tabs .tab[data-tab=kernels]")
+    page.wait_for_selector(".kernels-table tbody tr")
+    inner = page.evaluate(
+        "() => { const t = document.querySelector('.kernels-table'); return [t.scrollHeight, t.clientHeight]; }"
+    )
+    assert inner[0] <= inner[1] + 1 and inner[1] > 600, inner  # 39 rows, all in the page's flow
+    page.go_back()
+    page.wait_for_selector(".graph-side h3")
 
     # Its kernel, and the kernel's assembly.
     side.locator("a", has_text=re.compile(r"^fused_")).first.click()
@@ -215,7 +228,10 @@ def test_failed_compilation_keeps_what_came_before(stack, page, tmp_path):
     )
     text = page.inner_text(".failure")
     assert "lowering" in text and "late_failure" in text and "If" in text
-    assert page.locator(".stage-failed[data-stage=lowering]").count() == 1
+    strip = stage_strip(page)
+    assert strip["lowering"][0] == "failed", strip
+    assert [strip[s][0] for s in ("import", "passes")] == ["done", "done"], strip
+    assert [strip[s][0] for s in ("codegen", "run", "verify")] == ["unreached"] * 3, strip
     assert page.locator(".timeline-row[data-index]").count() == len(
         pipeline_passes(stack, "O2")
     )  # kept
