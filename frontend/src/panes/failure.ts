@@ -7,6 +7,7 @@ import type { Pane, PaneContext } from "./types";
 const REASONS: Record<string, string> = {
   worker_lost: "the worker running it was lost",
   time_limit: "it ran past the time limit",
+  queue_lost: "its job was lost from the queue, and queueing it again did not help; submit it again",
   internal: "the service failed",
 };
 
