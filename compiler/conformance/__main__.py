@@ -7,18 +7,21 @@ outputs at its own tolerances (see ``compiler/conformance/worker.py``). Prints p
 errors / crashes / timeouts / skipped per op and in total, and writes a JSON report with
 ``--report PATH``.
 
-Options:
+Options (``--help`` shows each default):
     --suite NAME        node, simple, pytorch-converted, pytorch-operator, light (repeatable; default all)
-    --filter REGEX      only cases whose id matches (``re.search``)
+    --filter REGEX      only cases whose id matches (``re.search``); an invalid regular expression, or
+                        one that matches no case of the selected suites, is a usage error (exit 2)
     --subset ci         a deterministic sample: for every op the first and the middle case by name,
                         every simple and pytorch-operator case, every third pytorch-converted case
                         and light_squeezenet (about 5-10 minutes on 2 cores)
     --jobs N            worker processes (default 1)
     --timeout S         seconds per case before its worker is killed (default 120)
-    --pipeline TEXT     pass pipeline (default O2)
+    --pipeline TEXT     pass pipeline (default O2); checked with ``compiler.expand_pipeline`` before
+                        any case runs (an unknown pass is a usage error, exit 2)
     -v                  print every case's result as it finishes (failures are always printed)
 
-Exit status 0 when every case that ran passed, 1 otherwise, 2 for bad arguments.
+Exit status 0 when every case that ran passed, 1 otherwise, 2 for bad arguments (argparse style: the
+usage line and ``error: argument --OPTION: <why>`` on stderr).
 """
 
 from __future__ import annotations
@@ -89,21 +92,56 @@ def _print_table(summary: dict[str, Any], out: Any) -> None:
               f"; of not skipped {prn}", file=out)
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """``(default: X)`` after every option that has a default (not after those whose default is
+    None or False, such as ``--filter`` or ``-v``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    """``--filter``'s type: the compiled pattern, or argparse's one-line error naming the option."""
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {e}") from None
+
+
+def _pipeline(text: str) -> str:
+    """``--pipeline``'s type: the text unchanged when ``compiler.expand_pipeline`` accepts it, else
+    argparse's one-line error with the compiler's message (unknown pass, valid passes and presets)."""
+    from compiler.api import expand_pipeline
+    from compiler.errors import CompileError
+
+    try:
+        expand_pipeline(text)
+    except CompileError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     from .cases import SUITES, all_cases
     from .runner import run_cases
     from .skips import load_skips, skip_reason
 
-    ap = argparse.ArgumentParser(prog="python -m compiler.conformance", description=__doc__.split("\n")[0])
-    ap.add_argument("--suite", action="append", choices=SUITES, help="run only this suite (repeatable)")
-    ap.add_argument("--filter", metavar="REGEX",
+    ap = argparse.ArgumentParser(prog="python -m compiler.conformance", description=__doc__.split("\n")[0],
+                                 formatter_class=_Defaults)
+    ap.add_argument("--suite", action="append", choices=SUITES,
+                    help="run only this suite (repeatable; without it: every suite)")
+    ap.add_argument("--filter", metavar="REGEX", type=_regex,
                     help="only cases whose id matches this regular expression anywhere (re.search): "
-                         "'cast' also matches test_castlike_* and *_broadcast*; '^test_cast_' is stricter")
+                         "'cast' also matches test_castlike_* and *_broadcast*; '^test_cast_' is stricter; "
+                         "an invalid expression, or one matching no case, exits 2")
     ap.add_argument("--subset", choices=("all", "ci"), default="all",
                     help="'ci': a sample covering every op (about 470 cases)")
     ap.add_argument("--jobs", type=int, default=1, help="cases run in parallel, each in its own worker process")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it counts as a timeout")
-    ap.add_argument("--pipeline", default="O2", help="pass pipeline text or preset (default O2)")
+    ap.add_argument("--pipeline", default="O2", type=_pipeline,
+                    help="pass pipeline text or preset (compiler.expand_pipeline; checked before any case runs)")
     ap.add_argument("--report", metavar="FILE", help="write the JSON report (every case, its status and message)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case as it finishes (without it, only those that did not pass)")
     args = ap.parse_args(argv)
@@ -112,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.subset == "ci":
         cases = select_subset(cases)
     if args.filter:
-        rx = re.compile(args.filter)
-        cases = [c for c in cases if rx.search(c.id)]
+        cases = [c for c in cases if args.filter.search(c.id)]
+        if not cases:
+            ap.error(f"argument --filter: no cases match {args.filter.pattern!r} in suite(s) "
+                     f"{', '.join(args.suite or SUITES)}" + (" (subset ci)" if args.subset == "ci" else ""))
     skips = load_skips()
     results: dict[str, dict[str, Any]] = {}
     to_run = []
