@@ -12,7 +12,10 @@ urlpatterns = [
     path("", spa),
     path("c/<str:compilation_id>", spa),
     path("c/<str:compilation_id>/pass/<int:index>", spa),
-    path("c/<str:compilation_id>/kernel/<str:kernel>", spa),
+    path("c/<str:compilation_id>/summary", spa),
+    path("c/<str:compilation_id>/kernels", spa),
+    path("c/<str:compilation_id>/remarks", spa),
+    path("c/<str:compilation_id>/kernel/<path:kernel>", spa),
     path("c/<str:compilation_id>/graph", spa),
     re_path(r"^compare/(?P<ids>[\w.]+)$", spa),
 ]

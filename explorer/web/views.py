@@ -19,7 +19,8 @@ the targets at <a href="/api/targets">/api/targets</a> and the samples at
 
 
 def spa(request: HttpRequest, **kwargs) -> HttpResponse:
-    """`/`, `/c/<id>`, `/c/<id>/pass/<n>`, `/c/<id>/kernel/<name>`, `/c/<id>/graph`, `/compare/...`."""
+    """`/`, `/c/<id>` (and `/summary`, `/kernels`, `/remarks`), `/c/<id>/pass/<n>`, `/c/<id>/kernel/<name>`,
+    `/c/<id>/graph`, `/compare/...`."""
     index = settings.FRONTEND_DIST / "index.html"
     try:
         html = index.read_text(encoding="utf-8")

@@ -4,7 +4,7 @@ import { emptyState, h, replace } from "./dom";
 import { compilationPage, type CompilationPage } from "./pages/compilation";
 import { comparePage, type ComparePage } from "./pages/compare";
 import { startPage } from "./panes/start";
-import { currentView, linkTo, onNavigate } from "./router";
+import { currentView, linkTo, normalizeLocation, onNavigate } from "./router";
 import type { View } from "./urlstate";
 
 const root = document.getElementById("app") ?? document.body;
@@ -43,5 +43,6 @@ function show(v: View): void {
   else replace(root, h("main", { class: "start" }, emptyState(`No page at ${v.path}.`), linkTo(h("a", null, "Go to the start page"), { page: "start" })));
 }
 
+normalizeLocation();
 onNavigate(show);
 show(currentView());

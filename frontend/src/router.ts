@@ -2,13 +2,22 @@
  * History-backed navigation: every view change is a pushState (or replaceState), and
  * back/forward and reload give the view back through `parseUrl`.
  */
-import { formatUrl, parseUrl, sameView, type View } from "./urlstate";
+import { canonicalUrl, formatUrl, parseUrl, sameView, type View } from "./urlstate";
 
 type Listener = (v: View) => void;
 const listeners = new Set<Listener>();
 
 export function currentView(): View {
   return parseUrl(location.pathname, location.search);
+}
+
+/**
+ * Replaces a non-canonical URL (an old `/c/<id>?view=kernels` link, `/c/<id>/summary`) with the
+ * view's path, in place (no new history entry), so copy-link and the tabs agree.
+ */
+export function normalizeLocation(): void {
+  const url = canonicalUrl(location.pathname, location.search, location.hash);
+  if (url !== null) history.replaceState(history.state, "", url);
 }
 
 export function navigate(v: View, opts: { replace?: boolean } = {}): void {
@@ -29,7 +38,10 @@ function emit(): void {
   for (const fn of [...listeners]) fn(v);
 }
 
-window.addEventListener("popstate", emit);
+window.addEventListener("popstate", () => {
+  normalizeLocation();
+  emit();
+});
 
 /** Makes an <a> that navigates in-app on a plain click and stays a real link otherwise. */
 export function linkTo(a: HTMLAnchorElement, v: View): HTMLAnchorElement {

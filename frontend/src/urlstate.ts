@@ -2,14 +2,17 @@
  * URL state: every view of the app has a URL, parsed from and formatted to `location`.
  *
  *   /                                  start page
- *   /c/<id>                            compilation summary   (?view=remarks|kernels for those lists;
- *                                      remarks take &pass=<name>&kind=applied|missed|analysis filters)
+ *   /c/<id>                            compilation summary   (/c/<id>/summary is the same view)
+ *   /c/<id>/kernels                    the kernels list
+ *   /c/<id>/remarks                    the remarks           (?pass=<name>&kind=applied|missed|analysis filter them)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
  *   /compare/<a>...<b>                 two compilations side by side
  *
  * Names are percent-encoded in paths and queries, so any node or kernel name round-trips.
+ * Links from before every view was a path (`/c/<id>?view=kernels`, `/c/<id>?view=remarks&pass=…`)
+ * still parse to their view; `canonicalUrl` gives the path form the app replaces them with on load.
  */
 
 import type { RemarkKind } from "./events";
@@ -40,6 +43,16 @@ function decode(s: string): string | null {
   }
 }
 
+function remarksView(id: string, q: URLSearchParams): View {
+  const pass = q.get("pass");
+  const kind = q.get("kind");
+  return {
+    page: "compilation", id, view: "remarks",
+    ...(pass ? { pass } : {}),
+    ...(kind && REMARK_KINDS.includes(kind) ? { kind: kind as RemarkKind } : {}),
+  };
+}
+
 /** Parses a path and query (`location.pathname`, `location.search`) into a view. */
 export function parseUrl(pathname: string, search = ""): View {
   const q = new URLSearchParams(search);
@@ -54,20 +67,16 @@ export function parseUrl(pathname: string, search = ""): View {
   const id = decode(parts[1]);
   if (id === null || id === "") return { page: "notfound", path: pathname };
   if (parts.length === 2) {
+    // Before every view was a path: /c/<id>?view=kernels|remarks.
     const v = q.get("view");
     if (v === "kernels") return { page: "compilation", id, view: v };
-    if (v === "remarks") {
-      const pass = q.get("pass");
-      const kind = q.get("kind");
-      return {
-        page: "compilation", id, view: "remarks",
-        ...(pass ? { pass } : {}),
-        ...(kind && REMARK_KINDS.includes(kind) ? { kind: kind as RemarkKind } : {}),
-      };
-    }
+    if (v === "remarks") return remarksView(id, q);
     return { page: "compilation", id, view: "summary" };
   }
   const kind = parts[2];
+  if (parts.length === 3 && kind === "summary") return { page: "compilation", id, view: "summary" };
+  if (parts.length === 3 && kind === "kernels") return { page: "compilation", id, view: "kernels" };
+  if (parts.length === 3 && kind === "remarks") return remarksView(id, q);
   if (kind === "pass" && parts.length === 4 && /^\d+$/.test(parts[3])) {
     const line = q.get("line");
     const v: View = { page: "compilation", id, view: "pass", pass: Number(parts[3]), diff: q.get("diff") === "1" };
@@ -97,12 +106,13 @@ export function formatUrl(v: View): string {
     case "summary":
       return base;
     case "kernels":
-      return `${base}?view=kernels`;
+      return `${base}/kernels`;
     case "remarks": {
-      const q = new URLSearchParams({ view: "remarks" });
+      const q = new URLSearchParams();
       if (v.pass) q.set("pass", v.pass);
       if (v.kind) q.set("kind", v.kind);
-      return `${base}?${q.toString()}`;
+      const qs = q.toString();
+      return `${base}/remarks${qs ? `?${qs}` : ""}`;
     }
     case "pass": {
       const q = new URLSearchParams();
@@ -120,4 +130,16 @@ export function formatUrl(v: View): string {
 
 export function sameView(a: View, b: View): boolean {
   return formatUrl(a) === formatUrl(b);
+}
+
+/**
+ * The canonical URL of a location (path + query + hash), or null when it already is one: old
+ * `?view=` links become paths, `/c/<id>/summary` and a trailing slash become `/c/<id>`, unknown
+ * query parameters are dropped. Unknown paths are left alone (the not-found page shows them).
+ */
+export function canonicalUrl(pathname: string, search = "", hash = ""): string | null {
+  const v = parseUrl(pathname, search);
+  if (v.page === "notfound") return null;
+  const url = formatUrl(v);
+  return url === pathname + search ? null : url + hash;
 }

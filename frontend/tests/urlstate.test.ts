@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatUrl, parseUrl, type View } from "../src/urlstate";
+import { canonicalUrl, formatUrl, parseUrl, type View } from "../src/urlstate";
 
 function roundTrip(v: View): View {
   const url = new URL(formatUrl(v), "http://x");
@@ -15,6 +15,10 @@ describe("url state", () => {
     expect(parseUrl("/c/k3x9q2ab", "?view=remarks&kind=bogus")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
     expect(roundTrip({ page: "compilation", id: "a", view: "remarks", pass: "fuse-ops{x=1}", kind: "applied" })).toEqual({ page: "compilation", id: "a", view: "remarks", pass: "fuse-ops{x=1}", kind: "applied" });
     expect(parseUrl("/c/k3x9q2ab", "?view=kernels")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernels" });
+    expect(parseUrl("/c/k3x9q2ab/summary")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "summary" });
+    expect(parseUrl("/c/k3x9q2ab/kernels")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "kernels" });
+    expect(parseUrl("/c/k3x9q2ab/remarks")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks" });
+    expect(parseUrl("/c/k3x9q2ab/remarks/", "?pass=fuse-ops&kind=applied")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "remarks", pass: "fuse-ops", kind: "applied" });
     expect(parseUrl("/c/k3x9q2ab/pass/7")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false });
     expect(parseUrl("/c/k3x9q2ab/pass/7", "?diff=1")).toMatchObject({ view: "pass", pass: 7, diff: true });
     expect(parseUrl("/c/k3x9q2ab/pass/7", "?line=12")).toEqual({ page: "compilation", id: "k3x9q2ab", view: "pass", pass: 7, diff: false, line: 12 });
@@ -54,5 +58,37 @@ describe("url state", () => {
     expect(formatUrl({ page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "loop" })).toBe("/c/abc/kernel/k");
     expect(formatUrl({ page: "compilation", id: "abc", view: "graph", node: "a b" })).toBe("/c/abc/graph?node=a+b");
     expect(formatUrl({ page: "start" })).toBe("/");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "summary" })).toBe("/c/abc");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "kernels" })).toBe("/c/abc/kernels");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "remarks" })).toBe("/c/abc/remarks");
+    expect(formatUrl({ page: "compilation", id: "abc", view: "remarks", pass: "fuse-ops", kind: "missed" })).toBe("/c/abc/remarks?pass=fuse-ops&kind=missed");
+  });
+
+  it("every view of a compilation is a path: no ?view= in any formatted url", () => {
+    const views: View[] = [
+      { page: "compilation", id: "abc", view: "summary" },
+      { page: "compilation", id: "abc", view: "kernels" },
+      { page: "compilation", id: "abc", view: "remarks", kind: "applied" },
+      { page: "compilation", id: "abc", view: "pass", pass: 2, diff: true },
+      { page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "asm" },
+      { page: "compilation", id: "abc", view: "graph", node: "n" },
+    ];
+    for (const v of views) {
+      expect(formatUrl(v)).not.toContain("view=");
+      expect(roundTrip(v)).toEqual(v);
+    }
+  });
+
+  it("gives old ?view= links and aliases their canonical path", () => {
+    expect(canonicalUrl("/c/abc", "?view=kernels")).toBe("/c/abc/kernels");
+    expect(canonicalUrl("/c/abc", "?view=remarks&pass=fuse-ops&kind=missed")).toBe("/c/abc/remarks?pass=fuse-ops&kind=missed");
+    expect(canonicalUrl("/c/abc", "?view=remarks", "#top")).toBe("/c/abc/remarks#top");
+    expect(canonicalUrl("/c/abc/summary")).toBe("/c/abc");
+    expect(canonicalUrl("/c/abc/")).toBe("/c/abc");
+    // Already canonical, or not a page: left alone.
+    expect(canonicalUrl("/c/abc")).toBeNull();
+    expect(canonicalUrl("/c/abc/kernels")).toBeNull();
+    expect(canonicalUrl("/c/abc/pass/3", "?diff=1")).toBeNull();
+    expect(canonicalUrl("/c/abc/nope")).toBeNull();
   });
 });

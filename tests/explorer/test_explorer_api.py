@@ -132,8 +132,10 @@ def test_openapi_schema(client):
         assert p in paths
 
 
-@pytest.mark.parametrize("url", ["/", "/c/k3x9q2ab", "/c/k3x9q2ab/pass/3", "/c/k3x9q2ab/kernel/k_conv0",
-                                 "/c/k3x9q2ab/graph", "/compare/k3x9q2ab...a2b3c4d5"])
+@pytest.mark.parametrize("url", ["/", "/c/k3x9q2ab", "/c/k3x9q2ab/summary", "/c/k3x9q2ab/kernels",
+                                 "/c/k3x9q2ab/remarks", "/c/k3x9q2ab/remarks?pass=fuse-ops&kind=missed",
+                                 "/c/k3x9q2ab?view=kernels", "/c/k3x9q2ab/pass/3", "/c/k3x9q2ab/kernel/k_conv0",
+                                 "/c/k3x9q2ab/kernel/a%2Fb", "/c/k3x9q2ab/graph", "/compare/k3x9q2ab...a2b3c4d5"])
 def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_path, url):
     settings.FRONTEND_DIST = tmp_path / "missing"
     r = client.get(url)
@@ -142,6 +144,13 @@ def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_
     settings.FRONTEND_DIST = tmp_path
     r = client.get(url)
     assert r.status_code == 200 and r.content == b"<!doctype html><div id=app></div>"
+
+
+@pytest.mark.parametrize("url", ["/c/k3x9q2ab/nope", "/c/k3x9q2ab/kernels/x", "/c/k3x9q2ab/pass/x"])
+def test_unknown_pages_are_404(client, settings, tmp_path, url):
+    (tmp_path / "index.html").write_text("<!doctype html><div id=app></div>")
+    settings.FRONTEND_DIST = tmp_path
+    assert client.get(url).status_code == 404
 
 
 @pytest.mark.django_db

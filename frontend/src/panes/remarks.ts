@@ -18,7 +18,7 @@ export function remarksPane(): Pane {
   let lastState: CompilationState | null = null;
   let limit = PAGE;
 
-  // The filters live in the URL (?view=remarks&pass=&kind=), so a filtered list can be shared.
+  // The filters live in the URL (/c/<id>/remarks?pass=&kind=), so a filtered list can be shared.
   const pushFilters = () => {
     if (!ctx) return;
     const kindValue = KINDS.find((k) => k === kind.value);
