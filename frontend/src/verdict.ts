@@ -47,12 +47,47 @@ export function describeVerification(v: ModelVerified): VerdictText {
   const kind = verdictKind(v);
   const notes = Array.isArray(v.notes) ? v.notes.map(String) : [];
   if (kind === "not-verified") return { kind, headline: HEADLINE[kind], reason: notVerifiedReason(v), detail: null, notes };
-  const detail = `max abs error ${fmtSci(v.max_abs_error)} · max rel error ${fmtSci(v.max_rel_error)} · rtol ${fmtSci(v.rtol)} · atol ${fmtSci(v.atol)}`;
+  const detail = `max abs error ${fmtSci(v.max_abs_error)} · max rel error ${fmtSci(v.max_rel_error)} · rtol ${fmtSci(v.rtol)} · ${headlineAtol(v)}`;
   return { kind, headline: HEADLINE[kind], reason: null, detail, notes };
 }
 
-/** One output's row: name, verdict, max abs, max rel, rtol, atol, storage type ("" when not narrow). */
-export type OutputRow = [name: string, verdict: string, maxAbs: string, maxRel: string, rtol: string, atol: string, storage: string];
+/**
+ * The absolute tolerance a comparison applied. The compiler scales each output's nominal `atol` by
+ * the output's largest magnitude and keeps it above a floor (child.py `_compare`:
+ * `atol_effective = max(atol * max|y|, floor)`, `scale` = max|y|), so the applied value is
+ * `atol_effective`. `nominal` is the short rule ("2.50e-3 × max|y|"), `explained` adds the numbers
+ * ("2.50e-3 × max|y| with max|y| 1.63e+1", ", raised to the floor 1.00e-6" when the floor won).
+ * Logs from before `atol_effective` existed give the nominal atol as applied and "" for the rest.
+ */
+export function appliedAtol(o: Pick<OutputVerification, "atol" | "scale" | "atol_effective">): { applied: string; nominal: string; explained: string } {
+  if (typeof o.atol_effective !== "number" || typeof o.atol !== "number") return { applied: fmtSci(o.atol), nominal: "", explained: "" };
+  const nominal = `${fmtSci(o.atol)} × max|y|`;
+  let explained = nominal;
+  if (typeof o.scale === "number") {
+    explained += ` with max|y| ${fmtSci(o.scale)}`;
+    if (o.atol * o.scale < o.atol_effective) explained += `, raised to the floor ${fmtSci(o.atol_effective)}`;
+  }
+  return { applied: fmtSci(o.atol_effective), nominal, explained };
+}
+
+/** "atol 4.07e-2 applied (2.50e-3 × max|y| with max|y| 1.63e+1)" with one output, the loosest applied with several. */
+function headlineAtol(v: ModelVerified): string {
+  const outs = Object.values(v.outputs ?? {}).filter((o) => typeof o.atol_effective === "number");
+  if (outs.length === 0) return `atol ${fmtSci(v.atol)}`;
+  if (outs.length === 1 && Object.keys(v.outputs ?? {}).length === 1) {
+    const a = appliedAtol(outs[0]);
+    return `atol ${a.applied} applied (${a.explained})`;
+  }
+  const loosest = Math.max(...outs.map((o) => o.atol_effective as number));
+  return `atol up to ${fmtSci(loosest)} applied (each output's atol × its max|y|)`;
+}
+
+/**
+ * One output's row: name, verdict, max abs, max rel, rtol, the atol applied, storage type ("" when
+ * not narrow), and how the applied atol came from the nominal one, short and with its numbers
+ * (`appliedAtol`; "" for old logs).
+ */
+export type OutputRow = [name: string, verdict: string, maxAbs: string, maxRel: string, rtol: string, atol: string, storage: string, atolNominal: string, atolExplained: string];
 
 function outputVerdict(o: OutputVerification): string {
   const v = o.passed ? "match" : "differ";
@@ -62,7 +97,10 @@ function outputVerdict(o: OutputVerification): string {
 /** The per-output comparisons, in the order the compiler sent them (none when not verified). */
 export function outputRows(v: ModelVerified): OutputRow[] {
   if (verdictKind(v) === "not-verified" || !v.outputs) return [];
-  return Object.entries(v.outputs).map(([name, o]) => [name, outputVerdict(o), fmtSci(o.max_abs_error), fmtSci(o.max_rel_error), fmtSci(o.rtol), fmtSci(o.atol), o.storage ?? ""]);
+  return Object.entries(v.outputs).map(([name, o]) => {
+    const a = appliedAtol(o);
+    return [name, outputVerdict(o), fmtSci(o.max_abs_error), fmtSci(o.max_rel_error), fmtSci(o.rtol), a.applied, o.storage ?? "", a.nominal, a.explained];
+  });
 }
 
 /** The compare page's one-cell verdict: "✔ match (max abs 1.00e-6)", "✘ differ (...)", "not verified (<reason>)" or "–". */

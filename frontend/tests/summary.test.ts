@@ -24,7 +24,10 @@ describe("summary pane: accuracy", () => {
   it("passed", () => {
     const acc = card(render(eventsWith(PASSED)), "Accuracy");
     expect(acc.querySelector(".verdict.ok")?.textContent).toBe("✔ outputs match ONNX Runtime");
-    expect(text(acc)).toContain("max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 1.00e-4");
+    expect(text(acc)).toContain("max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 3.20e-4 applied (1.00e-4 × max|y| with max|y| 3.20e+0)");
+    // each "name value" part is one unbreakable span, so a number never wraps at its exponent
+    const parts = [...acc.querySelectorAll(".verdict-detail .nowrap")].map((x) => x.textContent);
+    expect(parts).toEqual(["max abs error 1.00e-6", "max rel error 1.00e-5", "rtol 1.00e-3", "atol 3.20e-4 applied (1.00e-4 × max|y| with max|y| 3.20e+0)"]);
     expect(acc.querySelector("table")).toBeNull(); // one float32 output: the headline says it all
   });
 
@@ -33,9 +36,15 @@ describe("summary pane: accuracy", () => {
     expect(acc.querySelector(".verdict.bad")?.textContent).toBe("✘ outputs differ from ONNX Runtime");
     const rows = [...acc.querySelectorAll("tbody tr")].map((r) => [...r.querySelectorAll("td")].map((td) => td.textContent));
     expect(rows).toEqual([
-      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "1.00e-4", ""],
+      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4 = 1.00e-4 × max|y|", ""],
       ["extra", "differ: shape (2, 3) != (3, 2)", "–", "–", "–", "–", ""],
     ]);
+    expect([...acc.querySelectorAll("thead th")].map((th) => th.textContent)).toContain("atol applied");
+    const atol = acc.querySelector("tbody td.atol") as HTMLElement;
+    expect(atol.title).toBe("applied 3.20e-4 = 1.00e-4 × max|y| with max|y| 3.20e+0");
+    expect(atol.querySelector(".nowrap")?.textContent).toBe("3.20e-4");
+    // numbers sit in cells that do not wrap (styles.css: table.grid .num)
+    expect([...acc.querySelectorAll("tbody tr:first-child td.num")].map((td) => td.textContent?.slice(0, 7))).toEqual(["5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4"]);
   });
 
   it("not verified: the reason, never 'differ', no error numbers", () => {

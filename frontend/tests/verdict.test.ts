@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { overview, type CompareSide } from "../src/pages/compareRows";
 import { reduceAll } from "../src/state";
-import { describeVerification, outputRows, shortVerdict, storageKinds, storageLines, storageNotes, verdictKind } from "../src/verdict";
+import { appliedAtol, describeVerification, outputRows, shortVerdict, storageKinds, storageLines, storageNotes, verdictKind } from "../src/verdict";
 import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
 
 describe("verdict", () => {
@@ -28,18 +28,33 @@ describe("verdict", () => {
   });
 
   it("gives the errors of a verified run and each output's own tolerance and storage", () => {
-    expect(describeVerification(PASSED)).toMatchObject({ kind: "passed", headline: "✔ outputs match ONNX Runtime", reason: null, detail: "max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 1.00e-4" });
+    expect(describeVerification(PASSED)).toMatchObject({ kind: "passed", headline: "✔ outputs match ONNX Runtime", reason: null, detail: "max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 3.20e-4 applied (1.00e-4 × max|y| with max|y| 3.20e+0)" });
     expect(describeVerification(DIFFER).headline).toBe("✘ outputs differ from ONNX Runtime");
     expect(shortVerdict(PASSED)).toBe("✔ match (max abs 1.00e-6)");
     expect(shortVerdict(DIFFER)).toBe("✘ differ (max abs 5.00e-1)");
     expect(shortVerdict(undefined)).toBe("–");
     expect(outputRows(DIFFER)).toEqual([
-      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "1.00e-4", ""],
-      ["extra", "differ: shape (2, 3) != (3, 2)", "–", "–", "–", "–", ""],
+      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4", "", "1.00e-4 × max|y|", "1.00e-4 × max|y| with max|y| 3.20e+0"],
+      ["extra", "differ: shape (2, 3) != (3, 2)", "–", "–", "–", "–", "", "", ""],
     ]);
-    expect(outputRows(FLOAT16_PASSED)).toEqual([["relu1", "match", "9.77e-4", "4.88e-4", "9.77e-4", "9.77e-4", "float16"]]);
+    // a log without atol_effective: the nominal atol is what it says
+    expect(outputRows(FLOAT16_PASSED)).toEqual([["relu1", "match", "9.77e-4", "4.88e-4", "9.77e-4", "9.77e-4", "float16", "", ""]]);
+    expect(describeVerification(FLOAT16_PASSED).detail).toContain("· atol 9.77e-4");
     expect(describeVerification(FLOAT16_PASSED).notes).toEqual(["ONNX Runtime ran the model with ir_version 10 (declared 11, newer than it reads)"]);
     expect(describeVerification(PASSED).notes).toEqual([]);
+  });
+
+  it("gives the atol the check applied, not the nominal one (child.py _compare: max(atol * max|y|, floor))", () => {
+    // light_squeezenet at O2: nominal 2.5e-3, max|y| 16.28 -> 0.0407 applied
+    const one: typeof PASSED = { ...PASSED, atol: 2.5e-3, outputs: { y: { passed: true, max_abs_error: 9.54e-7, max_rel_error: 1e-6, rtol: 1e-3, atol: 2.5e-3, scale: 16.28, atol_effective: 2.5e-3 * 16.28 } } };
+    expect(describeVerification(one).detail).toContain("atol 4.07e-2 applied (2.50e-3 × max|y| with max|y| 1.63e+1)");
+    expect(describeVerification(one).detail).not.toContain("atol 2.50e-3 ·");
+    expect(outputRows(one)[0].slice(5)).toEqual(["4.07e-2", "", "2.50e-3 × max|y|", "2.50e-3 × max|y| with max|y| 1.63e+1"]);
+    // all-zero output: the floor is what applied
+    expect(appliedAtol({ atol: 1e-4, scale: 0, atol_effective: 1e-6 })).toEqual({ applied: "1.00e-6", nominal: "1.00e-4 × max|y|", explained: "1.00e-4 × max|y| with max|y| 0, raised to the floor 1.00e-6" });
+    // several outputs: the loosest applied
+    const two: typeof PASSED = { ...PASSED, outputs: { a: one.outputs!.y, b: { ...one.outputs!.y, scale: 1, atol_effective: 2.5e-3 } } };
+    expect(describeVerification(two).detail).toContain("atol up to 4.07e-2 applied (each output's atol × its max|y|)");
   });
 });
 

@@ -56,11 +56,17 @@ function accuracy(v: ModelVerified): HTMLElement {
   return h("div", null,
     h("p", { class: `verdict ${VERDICT_CLASS[d.kind]}` }, d.headline),
     d.reason !== null ? h("p", { class: "verdict-reason" }, d.reason) : null,
-    d.detail !== null ? h("p", null, d.detail) : null,
+    // Each "name value" part stays on one line, so no number breaks at its exponent's "-".
+    d.detail !== null ? h("p", { class: "verdict-detail" }, ...d.detail.split(" · ").flatMap((part, i) => [i ? " · " : "", h("span", { class: "nowrap" }, part)])) : null,
     rows.length > 1 || rows.some((r) => r[6] !== "" || (r[1] !== "match" && r[1] !== "differ"))
       ? h("table", { class: "grid outputs" },
-          h("thead", null, h("tr", null, ...["output", "verdict", "max abs", "max rel", "rtol", "atol", "storage"].map((x) => h("th", null, x)))),
-          h("tbody", null, ...rows.map((r) => h("tr", null, h("td", null, h("code", null, r[0])), ...r.slice(1).map((x) => h("td", null, x))))))
+          h("thead", null, h("tr", null, ...["output", "verdict", "max abs", "max rel", "rtol", "atol applied", "storage"].map((x) => h("th", x === "atol applied" ? { title: "the absolute tolerance the check applied: the nominal atol × the output's largest magnitude, at least the floor" } : null, x)))),
+          h("tbody", null, ...rows.map((r) => h("tr", null,
+            h("td", null, h("code", null, r[0])),
+            h("td", null, r[1]),
+            ...r.slice(2, 5).map((x) => h("td", { class: "num" }, x)),
+            h("td", { class: "num atol", title: r[8] ? `applied ${r[5]} = ${r[8]}` : undefined }, h("span", { class: "nowrap" }, r[5]), r[7] ? h("span", { class: "atol-nominal muted" }, ` = ${r[7]}`) : null),
+            h("td", null, r[6])))))
       : null,
     d.notes.length ? h("ul", { class: "notes muted" }, ...d.notes.map((n) => h("li", null, n))) : null);
 }
