@@ -121,3 +121,28 @@ export function stageStatus(state: CompilationState): Record<Stage, StageStatus>
   const p = stageProgress(state);
   return Object.fromEntries(STAGES.map((s) => [s, p[s].status])) as Record<Stage, StageStatus>;
 }
+
+/**
+ * The passes stage's two times, which measure different things:
+ * - `inPasses`: the sum of the passes' own `duration_ms` (pass.finished; passes/manager.py times
+ *   only `pass.run`), the passes sidebar's total;
+ * - `wall`: `stage_ms.passes` of compile.finished (compiler/api.py), the wall time of the whole
+ *   pass pipeline, which also prints an IR snapshot, verifies the IR and collects stats after each
+ *   pass, records the events and runs the per-pass checks when they are on; null before the
+ *   compilation finished.
+ * `other` is wall − inPasses (null without a wall time).
+ */
+export interface PassTimes {
+  inPasses: number;
+  wall: number | null;
+  other: number | null;
+}
+
+export function passTimes(state: CompilationState): PassTimes {
+  const inPasses = state.passes.reduce((s, p) => s + p.duration_ms, 0);
+  const wall = state.finished?.stage_ms?.passes ?? null;
+  return { inPasses, wall, other: wall === null ? null : Math.max(0, wall - inPasses) };
+}
+
+/** What is in the passes stage's wall time besides the passes, in words (tooltips). */
+export const PASS_OVERHEAD_WORDS = "IR snapshots, IR verification and stats after each pass, event recording, per-pass checks";

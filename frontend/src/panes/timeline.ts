@@ -2,6 +2,7 @@
 import { h, replace } from "../dom";
 import { fmtMs } from "../format";
 import { linkTo, navigate } from "../router";
+import { PASS_OVERHEAD_WORDS, passTimes } from "../stages";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
@@ -61,7 +62,7 @@ export function timelinePane(): Pane {
           "a",
           { class: "timeline-link", title: `${p.name}${optionsText(p.options)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
           h("span", { class: "pass-index" }, String(i)),
-          h("span", { class: "pass-name" }, p.name),
+          h("span", { class: "pass-name", title: `${p.name}${optionsText(p.options)}` }, p.name),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
           remarksLink(id, p.name, nRemarks),
           h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
@@ -72,20 +73,25 @@ export function timelinePane(): Pane {
       rows.push(h("li", { class: `timeline-row${i === selected ? " selected" : ""}`, dataset: { index: String(i), name: p.name } }, a));
     });
     if (state.running && !ctx.state.failed) {
-      rows.push(h("li", { class: "timeline-row running" }, h("span", { class: "pass-index" }, String(state.passes.length)), h("span", { class: "pass-name" }, state.running.name), h("span", { class: "spinner", "aria-label": "running" })));
+      rows.push(h("li", { class: "timeline-row running" }, h("span", { class: "pass-index" }, String(state.passes.length)), h("span", { class: "pass-name", title: state.running.name }, state.running.name), h("span", { class: "spinner", "aria-label": "running" })));
     }
     const waiting = state.plannedPasses.slice(state.passes.length + (state.running ? 1 : 0));
     if (!state.failed && !state.finished) {
       waiting.forEach((name, j) => {
         if (q && !name.toLowerCase().includes(q)) return;
-        rows.push(h("li", { class: "timeline-row waiting" }, h("span", { class: "pass-index" }, String(state.passes.length + (state.running ? 1 : 0) + j)), h("span", { class: "pass-name" }, name)));
+        rows.push(h("li", { class: "timeline-row waiting" }, h("span", { class: "pass-index" }, String(state.passes.length + (state.running ? 1 : 0) + j)), h("span", { class: "pass-name", title: name }, name)));
       });
     }
     if (rows.length === 0) rows.push(h("li", { class: "empty" }, state.passes.length ? "No pass matches." : "No pass has run yet."));
     replace(list, rows);
-    const sum = state.passes.reduce((s, p) => s + p.duration_ms, 0);
+    const pt = passTimes(state);
     const changed = state.passes.filter((p) => p.changed).length;
-    replace(total, state.passes.length ? `${state.passes.length} passes, ${changed} changed, ${fmtMs(sum)}` : "");
+    // The sum of the passes' own times; the stage strip's wall time also has the IR snapshots etc.
+    replace(total, state.passes.length
+      ? h("span", { title: pt.wall === null ? "the sum of the passes' own times" : `the passes' own times add up to ${fmtMs(pt.inPasses)}; the passes stage took ${fmtMs(pt.wall)} wall, the other ${fmtMs(pt.other ?? 0)} in ${PASS_OVERHEAD_WORDS}` },
+          `${state.passes.length} passes, ${changed} changed, ${fmtMs(pt.inPasses)} in passes`,
+          pt.wall !== null ? ` (stage ${fmtMs(pt.wall)} wall with IR snapshots and verification)` : "")
+      : "");
   };
   search.addEventListener("input", render);
   hide.addEventListener("change", render);
