@@ -1,6 +1,11 @@
 """Sample models: the real input of the model set (DESIGN.md "Real input").
 
-- the nine ``light_*`` models shipped in the ``onnx`` wheel (``onnx/backend/test/data/light/``);
+- the nine ``light_*`` models shipped in the ``onnx`` wheel (``onnx/backend/test/data/light/``), served
+  with seeded random weights (:func:`randomized`, seed :data:`LIGHT_SEED`): the wheel's own weights are
+  all 0.02, so every input gives the same output and a comparison with ONNX Runtime would check
+  nothing. ``fetch`` writes the randomized model once into the cache (deterministic bytes: the same
+  file, the same sha256, every time); the conformance ``light`` suite still runs the wheel's files
+  against the wheel's expected outputs;
 - ``yolov8n``: ``nudenet/320n.onnx`` from the ``nudenet`` wheel (input ``images=1,3,320,320``);
 - ``ppocr_v4_det``: ``rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx`` from the
   ``rapidocr-onnxruntime`` wheel (``x=1,3,320,320``);
@@ -10,7 +15,7 @@
 Wheel models are fetched with ``pip download --no-deps`` (pinned versions) and the ``.onnx`` file is
 unpacked into ``$PRISM_MODEL_CACHE`` (default ``~/.cache/prism/models``) and reused; they are never
 committed. ``python -m compiler.samples fetch --all`` fetches everything.
-``randomized(model, seed)`` gives the ``light_*`` graphs with seeded random weights for numerics.
+``randomized(model, seed)`` gives the ``light_*`` graphs with other seeds.
 """
 
 from __future__ import annotations
@@ -47,12 +52,21 @@ class Sample:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_shapes": self.input_shapes,
-                "source": self.package or f"onnx wheel: onnx/backend/test/data/light/{self.name}.onnx",
+                "source": self.package or (f"onnx wheel: onnx/backend/test/data/light/{self.name}.onnx, weights "
+                                           f"replaced by seeded random ones (compiler.samples.randomized, seed "
+                                           f"{LIGHT_SEED})"),
                 "cached": is_available(self.name)}
 
 
+LIGHT_SEED = 0  # the seed of the light_* samples' random weights (compiler.bench uses the same)
+_LIGHT_TITLES = {"light_bvlc_alexnet": "AlexNet (BVLC)", "light_densenet121": "DenseNet-121",
+                 "light_inception_v1": "Inception v1 (GoogLeNet)", "light_inception_v2": "Inception v2",
+                 "light_resnet50": "ResNet-50", "light_shufflenet": "ShuffleNet", "light_squeezenet": "SqueezeNet",
+                 "light_vgg19": "VGG-19", "light_zfnet512": "ZFNet-512"}
+
 SAMPLES: dict[str, Sample] = {
-    **{n: Sample(n, f"{n[6:]} from the onnx wheel (weights all 0.02; see randomized())",
+    **{n: Sample(n, f"{_LIGHT_TITLES[n]} image classifier, 1x3x224x224 (the onnx package's test model, with "
+                    f"random weights: the shipped ones are all 0.02, which gives every image the same output)",
                  {}) for n in LIGHT},
     "yolov8n": Sample("yolov8n", "YOLOv8n detector (nudenet 320n)", {"images": [1, 3, 320, 320]},
                       "nudenet==3.4.2", "nudenet/320n.onnx"),
@@ -74,6 +88,8 @@ def _light_path(name: str) -> Path:
 
 
 def _cached_path(name: str) -> Path:
+    if SAMPLES[name].package is None:
+        return cache_dir() / f"{name}.seed{LIGHT_SEED}.onnx"
     return cache_dir() / f"{name}.onnx"
 
 
@@ -94,17 +110,20 @@ def get(name: str) -> Sample:
 
 
 def fetch(name: str) -> Path:
-    """The local path of sample ``name``, downloading and caching its wheel on first use.
+    """The local path of sample ``name``: for a wheel sample, downloading and caching its wheel on first
+    use; for a ``light_*`` sample, the wheel's model with seeded random weights (``randomized(name,
+    LIGHT_SEED)``), written into the cache on first use.
 
     Raises CompileError(stage="request") for an unknown name or a failed download.
     """
     s = get(name)
-    if s.package is None:
-        return _light_path(name)
     dest = _cached_path(name)
     if dest.is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if s.package is None:
+        _write_atomic(dest, randomized(_light_path(name), LIGHT_SEED).SerializeToString())
+        return dest
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--quiet", s.package,
                "-d", tmp]
@@ -118,18 +137,22 @@ def fetch(name: str) -> Path:
                 data = zf.read(s.member)
             except KeyError:
                 raise CompileError("request", f"wheel {wheels[0].name} has no {s.member}") from None
-        # a part file of its own (concurrent fetches of one sample, from threads or processes, must
-        # not write into each other's), then an atomic rename: a reader sees the whole file or none
-        fd, part = tempfile.mkstemp(prefix=f".{name}.", suffix=".onnx.part", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(part, 0o644)  # mkstemp's 0600 would hide the cached model from other users
-            os.replace(part, dest)
-        except BaseException:
-            Path(part).unlink(missing_ok=True)
-            raise
+    _write_atomic(dest, data)
     return dest
+
+
+def _write_atomic(dest: Path, data: bytes) -> None:
+    # a part file of its own (concurrent fetches of one sample, from threads or processes, must
+    # not write into each other's), then an atomic rename: a reader sees the whole file or none
+    fd, part = tempfile.mkstemp(prefix=f".{dest.stem}.", suffix=".onnx.part", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(part, 0o644)  # mkstemp's 0600 would hide the cached model from other users
+        os.replace(part, dest)
+    except BaseException:
+        Path(part).unlink(missing_ok=True)
+        raise
 
 
 def randomized(model: str | os.PathLike | onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
@@ -145,7 +168,7 @@ def randomized(model: str | os.PathLike | onnx.ModelProto, seed: int = 0) -> onn
         m = onnx.ModelProto()
         m.CopyFrom(model)
     elif isinstance(model, str) and model in SAMPLES:
-        m = onnx.load(str(fetch(model)))
+        m = onnx.load(str(_light_path(model) if SAMPLES[model].package is None else fetch(model)))
     else:
         m = onnx.load(str(model))
     rng = np.random.default_rng(seed)
