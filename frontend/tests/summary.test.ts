@@ -2,7 +2,7 @@
 /** The summary pane in a DOM (happy-dom): the three accuracy states, notes and the storage line, all as text. */
 import { describe, expect, it } from "vitest";
 import type { ModelVerified } from "../src/events";
-import { summaryPane } from "../src/panes/summary";
+import { summaryPane, unbrokenNumbers } from "../src/panes/summary";
 import { reduceAll } from "../src/state";
 import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
 
@@ -20,15 +20,24 @@ function card(el: HTMLElement, title: string): HTMLElement {
 
 const text = (el: Element) => (el.textContent ?? "").replace(/\s+/g, " ");
 
+describe("unbrokenNumbers", () => {
+  it("puts each number, exponent and all, in a nowrap span and leaves the words breakable", () => {
+    const parts = unbrokenNumbers("max abs error 9.54e-7 · rtol 0.5 · x 12");
+    expect(parts.map((p) => (typeof p === "string" ? p : `[${p.textContent}]`)).join("")).toBe("max abs error [9.54e-7] · rtol [0.5] · x [12]");
+    expect(parts.filter((p) => typeof p !== "string").every((p) => (p as HTMLElement).className === "nowrap")).toBe(true);
+  });
+});
+
 describe("summary pane: accuracy", () => {
   it("passed", () => {
     const acc = card(render(eventsWith(PASSED)), "Accuracy");
     expect(acc.querySelector(".verdict.ok")?.textContent).toBe("✔ outputs match ONNX Runtime");
     expect(text(acc)).toContain("max abs error 1.00e-6 · max rel error 1.00e-5 · rtol 1.00e-3 · atol 3.20e-4 applied (1.00e-4 × max|y| with max|y| 3.20e+0)");
-    // each "name value" part is one unbreakable span, so a number never wraps at its exponent
+    // every number is one unbreakable span, so a number never wraps at its exponent's "-"
     const parts = [...acc.querySelectorAll(".verdict-detail .nowrap")].map((x) => x.textContent);
-    expect(parts).toEqual(["max abs error 1.00e-6", "max rel error 1.00e-5", "rtol 1.00e-3", "atol 3.20e-4 applied (1.00e-4 × max|y| with max|y| 3.20e+0)"]);
+    expect(parts).toEqual(["1.00e-6", "1.00e-5", "1.00e-3", "3.20e-4", "1.00e-4", "3.20e+0"]);
     expect(acc.querySelector("table")).toBeNull(); // one float32 output: the headline says it all
+    expect(acc.classList.contains("card-wide")).toBe(false);
   });
 
   it("outputs differ, with a row per output", () => {
@@ -36,13 +45,14 @@ describe("summary pane: accuracy", () => {
     expect(acc.querySelector(".verdict.bad")?.textContent).toBe("✘ outputs differ from ONNX Runtime");
     const rows = [...acc.querySelectorAll("tbody tr")].map((r) => [...r.querySelectorAll("td")].map((td) => td.textContent));
     expect(rows).toEqual([
-      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4 = 1.00e-4 × max|y|", ""],
+      ["relu1", "differ", "5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4", ""],
       ["extra", "differ: shape (2, 3) != (3, 2)", "–", "–", "–", "–", ""],
     ]);
+    expect(acc.classList.contains("card-wide")).toBe(true); // the table gets the summary's whole width
     expect([...acc.querySelectorAll("thead th")].map((th) => th.textContent)).toContain("atol applied");
     const atol = acc.querySelector("tbody td.atol") as HTMLElement;
     expect(atol.title).toBe("applied 3.20e-4 = 1.00e-4 × max|y| with max|y| 3.20e+0");
-    expect(atol.querySelector(".nowrap")?.textContent).toBe("3.20e-4");
+    expect(text(acc.querySelector(".atol-rule") as Element)).toBe("atol applied = 1.00e-4 × max|y| of each output, at least 1.00e-6; hover a value for its numbers");
     // numbers sit in cells that do not wrap (styles.css: table.grid .num)
     expect([...acc.querySelectorAll("tbody tr:first-child td.num")].map((td) => td.textContent?.slice(0, 7))).toEqual(["5.00e-1", "2.00e+0", "1.00e-3", "3.20e-4"]);
   });

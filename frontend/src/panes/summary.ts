@@ -4,7 +4,7 @@
  */
 import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary } from "../events";
 import { h, replace } from "../dom";
-import { fmtBytes, fmtMs, fmtNum, fmtShape } from "../format";
+import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
 import { splitPipeline } from "../pipeline";
 import type { CompilationState } from "../state";
 import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
@@ -12,6 +12,12 @@ import type { Pane, PaneContext } from "./types";
 
 function card(title: string, ...body: (Node | string | null)[]): HTMLElement {
   return h("div", { class: "card" }, h("h3", null, title), ...body);
+}
+
+/** A card as wide as the summary when it holds a table (the per-output accuracy), so the table's columns fit. */
+function wide(c: HTMLElement): HTMLElement {
+  if (c.querySelector("table")) c.classList.add("card-wide");
+  return c;
 }
 
 function pending(state: CompilationState, what: string): HTMLElement {
@@ -48,6 +54,19 @@ function latency(t: ModelTimed): HTMLElement {
     h("p", { class: "muted" }, `median of ${t.repeats} runs`));
 }
 
+/** Text with every number ("9.54e-7", "1.63e+1", "0.5") in a span that does not wrap, so a line may break between words but never at an exponent's "-". */
+export function unbrokenNumbers(text: string): (string | HTMLElement)[] {
+  const out: (string | HTMLElement)[] = [];
+  let at = 0;
+  for (const m of text.matchAll(/\d+(?:\.\d+)?(?:e[+-]\d+)?/g)) {
+    if (m.index > at) out.push(text.slice(at, m.index));
+    out.push(h("span", { class: "nowrap" }, m[0]));
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) out.push(text.slice(at));
+  return out;
+}
+
 const VERDICT_CLASS = { passed: "ok", differ: "bad", "not-verified": "unverified" } as const;
 
 function accuracy(v: ModelVerified): HTMLElement {
@@ -56,17 +75,19 @@ function accuracy(v: ModelVerified): HTMLElement {
   return h("div", null,
     h("p", { class: `verdict ${VERDICT_CLASS[d.kind]}` }, d.headline),
     d.reason !== null ? h("p", { class: "verdict-reason" }, d.reason) : null,
-    // Each "name value" part stays on one line, so no number breaks at its exponent's "-".
-    d.detail !== null ? h("p", { class: "verdict-detail" }, ...d.detail.split(" · ").flatMap((part, i) => [i ? " · " : "", h("span", { class: "nowrap" }, part)])) : null,
+    d.detail !== null ? h("p", { class: "verdict-detail" }, ...unbrokenNumbers(d.detail)) : null,
     rows.length > 1 || rows.some((r) => r[6] !== "" || (r[1] !== "match" && r[1] !== "differ"))
-      ? h("table", { class: "grid outputs" },
-          h("thead", null, h("tr", null, ...["output", "verdict", "max abs", "max rel", "rtol", "atol applied", "storage"].map((x) => h("th", x === "atol applied" ? { title: "the absolute tolerance the check applied: the nominal atol × the output's largest magnitude, at least the floor" } : null, x)))),
+      ? h("div", { class: "table-scroll" }, h("table", { class: "grid outputs" },
+          h("thead", null, h("tr", null, ...["output", "verdict", "max abs", "max rel", "rtol", "atol applied", "storage"].map((x, i) => h("th", { class: i >= 2 && i <= 5 ? "num" : undefined, title: x === "atol applied" ? "the absolute tolerance the check applied: the nominal atol × the output's largest magnitude, at least the floor" : undefined }, x)))),
           h("tbody", null, ...rows.map((r) => h("tr", null,
             h("td", null, h("code", null, r[0])),
             h("td", null, r[1]),
             ...r.slice(2, 5).map((x) => h("td", { class: "num" }, x)),
-            h("td", { class: "num atol", title: r[8] ? `applied ${r[5]} = ${r[8]}` : undefined }, h("span", { class: "nowrap" }, r[5]), r[7] ? h("span", { class: "atol-nominal muted" }, ` = ${r[7]}`) : null),
-            h("td", null, r[6])))))
+            h("td", { class: "num atol", title: r[8] ? `applied ${r[5]} = ${r[8]}` : undefined }, r[5]),
+            h("td", null, r[6]))))))
+      : null,
+    rows.length && rows.some((r) => r[7]) && (rows.length > 1 || rows.some((r) => r[6] !== "" || (r[1] !== "match" && r[1] !== "differ")))
+      ? h("p", { class: "muted atol-rule" }, ...unbrokenNumbers(`atol applied = ${[...new Set(rows.map((r) => r[7]).filter((x) => x))].join(" or ")} of each output, at least ${fmtSci(v.atol_floor ?? null)}; hover a value for its numbers`))
       : null,
     d.notes.length ? h("ul", { class: "notes muted" }, ...d.notes.map((n) => h("li", null, n))) : null);
 }
@@ -106,10 +127,10 @@ export function summaryPane(): Pane {
           "Latency",
           t ? latency(t) : pending(state, "model timing"),
         ),
-        card(
+        wide(card(
           "Accuracy",
           v ? accuracy(v) : pending(state, "verification"),
-        ),
+        )),
         card(
           "Compile time",
           stageMs
