@@ -63,6 +63,36 @@ def test_upload_compile_and_explore(stack, context, page):
     assert page.locator(".verdict").count() == 1
     shot(page, "02-summary")
 
+    # Whole pass names in the sidebar (never "eliminate-commo…"), each with its name as a title.
+    cut = page.evaluate("""() => [...document.querySelectorAll('.timeline-row[data-index] .pass-name')]
+      .filter(e => e.scrollWidth > e.clientWidth + 1 || !e.title.startsWith(e.textContent)).map(e => e.textContent)""")
+    assert cut == []
+    # The two pass times say what they are: the strip the stage's wall time and the passes' share
+    # of it, the sidebar the passes' own time, the same number in both.
+    strip = page.locator(".stage[data-stage=passes]").inner_text()
+    own = re.search(r"(\S+ [µm]?s) in passes", strip)
+    assert "wall" in strip and own, strip
+    total = page.inner_text(".timeline-total")
+    assert f"{own.group(1)} in passes (stage " in total and "wall with IR snapshots" in total, total
+    # The accuracy line gives the atol applied, no number in it broken over two lines.
+    assert "applied (" in page.inner_text(".verdict-detail")
+    broken = page.evaluate("""() => [...document.querySelectorAll('.verdict-detail .nowrap')]
+      .filter(e => e.getClientRects().length > 1).map(e => e.textContent)""")
+    assert broken == []
+
+    # Every view is a path: the tabs, an old ?view= link (rewritten in place) and a reload.
+    page.click(".main-tabs .tab[data-tab=kernels]")
+    page.wait_for_url(re.compile(rf"/c/{cid}/kernels$"))
+    page.goto(f"{base}/c/{cid}?view=remarks&kind=missed")
+    page.wait_for_url(re.compile(rf"/c/{cid}/remarks\?kind=missed$"))
+    assert page.get_attribute(".main-tabs .tab.active", "data-tab") == "remarks"
+    page.goto(f"{base}/c/{cid}/kernels")
+    page.wait_for_selector(".kernels-table tbody tr")
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/c/{cid}/remarks\?kind=missed$"))
+    page.goto(f"{base}/c/{cid}")
+    page.wait_for_selector(".verdict")
+
     # The timeline filters: search by name and hide unchanged passes.
     page.fill(".timeline-search", "fuse")
     assert page.locator(".timeline-row[data-index]").count() == 1
