@@ -105,32 +105,11 @@ def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
         r = Cast("i64", _reflect(Cast(dt, idx), lo, hi))
         return emin(emax(r, 0), d - 1), None
 
-    def fn(i: list[Expr]) -> Expr:
-        xs = [coord(i, k) for k in range(nd)]
-        if mode == "nearest":
-            idx, conds = [], []
-            for k in range(nd):
-                j, ok = tap(Cast("i64", xs[k]), k)
-                idx.append(j)
-                if ok is not None:
-                    conds.append(ok)
-            v = x[i[:2] + idx]
-            v = v if v.dtype == dt else Cast(dt, v)
-            for c in conds:
-                v = select(c, v, Float(0.0, dt))
-            return v if x.dtype == dt else Cast(x.dtype, v)
-        n_t = 2 if mode == "linear" else 4
-        axes = [lw.axis("rg", n_t) for _ in range(nd)]
-        idx, weight = [], None
-        conds = []
-        for k in range(nd):
-            f = call("floor", xs[k])
-            r = sub(xs[k], f)
-            t = axes[k][0]
-            base = Cast("i64", f)
-            pos = add(base, t) if mode == "linear" else add(sub(base, 1), t)
-            w = select(Bin("==", t, Int(0)), sub(Float(1.0, dt), r), r) if mode == "linear" else _cubic_w(t, r)
-            weight = w if weight is None else mul(weight, w)
+    def sample(i: list[Expr], positions: list[Expr]) -> Expr:
+        """X at one integer position per spatial axis, in ``dt``: clamped or reflected per the
+        padding mode, zero where ``padding_mode="zeros"`` puts it outside."""
+        idx, conds = [], []
+        for k, pos in enumerate(positions):
             j, ok = tap(pos, k)
             idx.append(j)
             if ok is not None:
@@ -139,8 +118,26 @@ def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
         v = v if v.dtype == dt else Cast(dt, v)
         for c in conds:
             v = select(c, v, Float(0.0, dt))
+        return v
+
+    def fn(i: list[Expr]) -> Expr:
+        xs = [coord(i, k) for k in range(nd)]
+        if mode == "nearest":
+            v = sample(i, [Cast("i64", xs[k]) for k in range(nd)])
+            return v if x.dtype == dt else Cast(x.dtype, v)
+        n_t = 2 if mode == "linear" else 4
+        axes = [lw.axis("rg", n_t) for _ in range(nd)]
+        positions, weight = [], None
+        for k in range(nd):
+            f = call("floor", xs[k])
+            r = sub(xs[k], f)
+            t = axes[k][0]
+            base = Cast("i64", f)
+            positions.append(add(base, t) if mode == "linear" else add(sub(base, 1), t))
+            w = select(Bin("==", t, Int(0)), sub(Float(1.0, dt), r), r) if mode == "linear" else _cubic_w(t, r)
+            weight = w if weight is None else mul(weight, w)
         assert weight is not None
-        out = red("sum", axes, mul(weight, v))
+        out = red("sum", axes, mul(weight, sample(i, positions)))
         return out if x.dtype == dt else Cast(x.dtype, out)
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
