@@ -207,6 +207,28 @@ def _stack(ctx: _Ctx, parts: list[str], axis: int, out: str, nodes: list[NodePro
     nodes.append(helper.make_node("Concat", [_unsqueeze(ctx, p, axis, nodes) for p in parts], [out], axis=axis))
 
 
+def _unroll_steps(ctx: _Ctx, body: GraphProto, state: list[str], scans: list[str], axes: list[int],
+                  dirs: list[int], steps: int, nodes: list[NodeProto]) -> tuple[list[str], list[list[str]]]:
+    """Inline ``body`` once per time step: the states carried from step to step, each scan input
+    sliced at ``t`` (``steps - 1 - t`` when its direction is reverse) along its axis. Returns the
+    final states and, per scan output, its per-step values in step order."""
+    n_state = len(state)
+    collected: list[list[str]] = [[] for _ in range(len(body.output) - n_state)]
+    for t in range(steps):
+        bind = {body.input[i].name: state[i] for i in range(n_state)}
+        for j, s in enumerate(scans):
+            idx = steps - 1 - t if dirs[j] else t
+            sl = ctx.fresh("scan_in")
+            nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=axes[j]))
+            bind[body.input[n_state + j].name] = sl
+        body_nodes, outs = inline_body(ctx, body, bind)
+        nodes.extend(body_nodes)
+        state = outs[:n_state]
+        for j, values in enumerate(collected):
+            values.append(outs[n_state + j])
+    return state, collected
+
+
 def _scan8(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
     """Scan-8: inputs ``[sequence_lens, states..., scans...]`` with a leading batch axis and time on
     axis 1; unrolled per batch row and time step (only without ``sequence_lens``)."""
@@ -230,21 +252,9 @@ def _scan8(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Nod
             out = ctx.fresh("scan8_row")
             nodes.append(helper.make_node("Gather", [x, ctx.const(np.array(b, np.int64))], [out], axis=0))
             return out
-        state = [row(x) for x in ins[:n_state]]
-        rows = [row(x) for x in scans]
-        collected: list[list[str]] = [[] for _ in range(k)]
-        for t in range(steps):
-            bind = {body.input[i].name: state[i] for i in range(n_state)}
-            for j, s in enumerate(rows):
-                sl = ctx.fresh("scan8_in")
-                idx = steps - 1 - t if dirs[j] else t
-                nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=0))
-                bind[body.input[n_state + j].name] = sl
-            body_nodes, outs = inline_body(ctx, body, bind)
-            nodes.extend(body_nodes)
-            state = outs[:n_state]
-            for j in range(k):
-                collected[j].append(outs[n_state + j])
+        rows = [row(x) for x in scans]  # time is axis 0 of a batch row
+        state, collected = _unroll_steps(ctx, body, [row(x) for x in ins[:n_state]], rows, [0] * m, dirs,
+                                         steps, nodes)
         for i in range(n_state):
             final[i].append(state[i])
         for j in range(k):
@@ -281,20 +291,7 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
         return None
     steps = lengths.pop()
     nodes: list[NodeProto] = []
-    state = list(node.input[:n_state])
-    collected: list[list[str]] = [[] for _ in range(k)]
-    for t in range(steps):
-        bind = {body.input[i].name: state[i] for i in range(n_state)}
-        for j, s in enumerate(scans):
-            idx = steps - 1 - t if in_dirs[j] else t
-            sl = ctx.fresh("scan_in")
-            nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=in_axes[j]))
-            bind[body.input[n_state + j].name] = sl
-        body_nodes, outs = inline_body(ctx, body, bind)
-        nodes.extend(body_nodes)
-        state = outs[:n_state]
-        for j in range(k):
-            collected[j].append(outs[n_state + j])
+    state, collected = _unroll_steps(ctx, body, list(node.input[:n_state]), scans, in_axes, in_dirs, steps, nodes)
     for i in range(n_state):
         if node.output[i]:
             nodes.append(helper.make_node("Identity", [state[i]], [node.output[i]]))
