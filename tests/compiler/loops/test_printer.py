@@ -64,4 +64,4 @@ def test_printing_is_deterministic_and_names_bindings() -> None:
     assert len(texts) == 1
     text = texts.pop()
     assert "# bind: in0 = value %x" in text and "# bind: c1 = const %w" in text
-    assert "T.Select(" in text and "T.vectorized(16)" in text
+    assert "T.Select(" in text and f"T.vectorized({get_target('host').vector_width_f32})" in text
