@@ -19,7 +19,7 @@ _stop = threading.Event()
 
 
 def _reap_forever() -> None:
-    from explorer.compilations.services.compilations import reap_stale_compilations
+    from explorer.compilations.services.reaper import reap_stale_compilations
 
     while True:
         try:

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from explorer.compilations.services.compilations import run_compilation
+from explorer.compilations.services.runs import run_compilation
 
 
 @shared_task(
@@ -19,7 +19,7 @@ def run_compilation_task(compilation_id: str) -> None:
 
     Idempotent: a compilation may get more than one message (a lost one queued again that turns up
     after all, a redelivery); only the one that claims it (`queued` -> `running`, under its row
-    lock, `services.compilations.claim`) runs it, the others find it running or finished and return.
+    lock, `services.runs.claim`) runs it, the others find it running or finished and return.
 
     Time limits: the soft limit (`PRISM_COMPILE_SOFT_TIME_LIMIT_S`) is checked at every event and
     ends the log with a `compile.failed` saying so; Celery's hard limit

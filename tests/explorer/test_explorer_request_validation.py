@@ -117,7 +117,7 @@ def test_a_model_id_with_surrounding_space_or_capitals_is_the_model(client, mode
 @pytest.mark.django_db
 def test_the_service_checks_the_pipeline_type_too(model_id):
     from explorer.compilations import selectors
-    from explorer.compilations.services.compilations import InvalidRequest, create_compilation
+    from explorer.compilations.services.submission import InvalidRequest, create_compilation
 
     with pytest.raises(InvalidRequest, match=r"^pipeline: must be text: .*; got the number 42$"):
         create_compilation(selectors.get_model(model_id), target="host", pipeline=42, input_shapes=None)

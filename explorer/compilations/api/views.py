@@ -18,11 +18,8 @@ from explorer.compilations.api.serializers import (
     UploadRequest,
 )
 from explorer.compilations.services import uploads
-from explorer.compilations.services.compilations import (
-    QueueUnavailable,
-    create_compilation,
-    reap_if_stale,
-)
+from explorer.compilations.services.queue import QueueUnavailable
+from explorer.compilations.services.submission import create_compilation
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
 
 
@@ -104,12 +101,11 @@ class CompilationListView(APIView):
 class CompilationDetailView(APIView):
     @extend_schema(responses={200: CompilationOut, 404: ErrorOut})
     def get(self, request: Request, compilation_id: str) -> Response:
-        """A compilation's request, status, error and event count."""
+        """A compilation's request, status, error and event count. A read only: a compilation
+        whose worker was lost is ended by the workers' reaper (`services.reaper`), not here."""
         comp = selectors.get_compilation(compilation_id)
         if comp is None:
             return error_response(f"no compilation with id {compilation_id}", 404)
-        if comp.status == comp.Status.RUNNING and reap_if_stale(comp.id):
-            comp = selectors.get_compilation(compilation_id)
         return Response(selectors.compilation_dict(comp))
 
 

@@ -86,6 +86,14 @@ def publish_on_commit(compilation_id: str, target: str) -> None:
     transaction.on_commit(send)
 
 
+def enqueue(compilation_id: str) -> None:
+    """Queue the Celery task on its target's queue once the current transaction (if any) commits
+    (`publish_on_commit`), stamping `enqueued_at` for the requeue check."""
+    target = Compilation.objects.filter(pk=compilation_id).values_list("target", flat=True).first()
+    Compilation.objects.filter(pk=compilation_id).update(enqueued_at=timezone.now())
+    publish_on_commit(compilation_id, target or "")
+
+
 def requeue_after() -> timedelta:
     return timedelta(seconds=float(settings.PRISM_REQUEUE_AFTER_S))
 

@@ -1,0 +1,217 @@
+"""Running a compilation on a worker: claiming it, its heartbeat, and the run itself.
+
+Lifecycle: `queued` -> `running` -> `succeeded` | `failed`. The status follows the event log: it
+becomes final in the same transaction that stores the terminal event (see `events.record_event`).
+
+Lost workers. Tasks are acknowledged late and rejected (requeued) when their worker process dies,
+and each running compilation has a heartbeat (`Heartbeat`). A run that finds the compilation
+`running` with its previous run gone (`run_is_gone`) ends the log with a `compile.failed` event
+(reason `worker_lost`, or `time_limit` when the hard limit had passed: `lost_reason`); the reaper
+(`reaper.py`) does the same for runs that no message brings back. The log is never rewritten:
+clients that saw seq 0..k keep them, and the next event they get is that `compile.failed`. A
+compilation is re-run automatically only when its lost run stored no event; otherwise the user
+resubmits (a fresh compilation: the cache only serves succeeded ones).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from explorer.compilations.models import Compilation
+from explorer.compilations.services.events import (
+    CompilationSuperseded,
+    append_failure,
+    record_event,
+    stage_after,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 2
+
+
+def worker_name() -> str:
+    """`<hostname> pid <pid>` of this process, stored on the compilation it runs."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=float(settings.PRISM_STALE_AFTER_S))
+
+
+def run_is_gone(comp: Compilation, now) -> bool:
+    """True when the run that owns a `running` compilation is certainly or probably dead: its
+    heartbeat is older than `PRISM_STALE_AFTER_S`, or its process was on this host and is gone."""
+    if comp.heartbeat_at is None or now - comp.heartbeat_at >= stale_after():
+        return True
+    host, _, pid = comp.worker.partition(" pid ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def lost_reason(comp: Compilation, now) -> tuple[str, str]:
+    """`(reason, one-line message)` for a `running` compilation whose run is gone: `time_limit`
+    when the run's hard time limit had passed (Celery killed it), else `worker_lost`."""
+    limit = comp.time_limit_s or settings.PRISM_COMPILE_TIME_LIMIT_S
+    if comp.started_at and (now - comp.started_at).total_seconds() >= limit - 0.5:
+        return "time_limit", f"compilation exceeded the time limit of {limit} s; its worker process was stopped"
+    where = f" ({comp.worker})" if comp.worker else ""
+    return "worker_lost", (
+        f"the worker running this compilation{where} was lost (killed or crashed) after "
+        f"{comp.attempts} attempt(s); submit it again to retry"
+    )
+
+
+def claim(compilation_id: str) -> int | None:
+    """Mark a compilation `running` for this process; return the attempt number, or None when
+    there is nothing to run (finished, missing, or running with a live heartbeat elsewhere).
+
+    A compilation found `running` with a stale heartbeat was left by a lost worker: if that run
+    stored events its log is ended with `compile.failed` (see the module docstring), else it runs
+    again, at most `MAX_ATTEMPTS` times in all.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        comp = Compilation.objects.select_for_update().filter(pk=compilation_id).first()
+        if comp is None or comp.status in (Compilation.Status.SUCCEEDED, Compilation.Status.FAILED):
+            return None
+        lost = comp.status == Compilation.Status.RUNNING
+        if lost and not run_is_gone(comp, now):
+            return None  # a live run owns it (duplicate delivery)
+        if lost and comp.events.exists():
+            fail_lost = True
+        elif comp.attempts >= MAX_ATTEMPTS:
+            fail_lost = True
+        else:
+            fail_lost = False
+            comp.status = Compilation.Status.RUNNING
+            comp.attempts += 1
+            comp.started_at = comp.heartbeat_at = now
+            comp.worker = worker_name()
+            comp.time_limit_s = int(settings.PRISM_COMPILE_TIME_LIMIT_S)
+            comp.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "worker",
+                                     "time_limit_s"])
+            return comp.attempts
+    if fail_lost:
+        reason, message = lost_reason(comp, now)
+        append_failure(compilation_id, reason=reason, message=message)
+    return None
+
+
+class CompilationTimeLimit(BaseException):  # noqa: N818
+    """Raised from the event callback once the soft time limit has passed. A BaseException, so
+    that no `except Exception` inside the compiler swallows it (Celery's SoftTimeLimitExceeded
+    is an Exception and can be swallowed by a fallback path)."""
+
+
+def run_compilation(
+    compilation_id: str,
+    *,
+    soft_limit_s: float | None = None,
+) -> None:
+    """Run one compilation with `compiler.compile`, storing and announcing every event.
+
+    Args:
+        compilation_id: the public id.
+        soft_limit_s: the soft time limit in seconds. The first event after it stops the
+            compilation (unless it is the compiler's own `compile.failed`), and the log ends with a
+            `compile.failed` saying `compilation exceeded the time limit of N s` (reason
+            `time_limit`). Celery's hard limit stays the backstop for a stage that emits nothing;
+            its SystemExit, arriving after the soft limit, ends the log the same way.
+    """
+    attempt = claim(compilation_id)
+    if attempt is None:
+        return
+    import compiler
+
+    comp = Compilation.objects.select_related("model").get(pk=compilation_id)
+    last_type: list[str | None] = [None]
+    started = time.monotonic()
+    limit_message = f"compilation exceeded the time limit of {soft_limit_s:g} s" if soft_limit_s else ""
+
+    def over_limit() -> bool:
+        return soft_limit_s is not None and time.monotonic() - started >= soft_limit_s
+
+    def on_event(event: dict) -> None:
+        if over_limit():
+            if event.get("type") != "compile.failed":
+                raise CompilationTimeLimit(compilation_id)
+            event = {**event, "message": limit_message, "reason": "time_limit"}
+        record_event(compilation_id, event, attempt=attempt)
+        last_type[0] = event.get("type")
+
+    beat = Heartbeat(compilation_id, attempt)
+    beat.start()
+    try:
+        compiler.compile(
+            comp.model.file.path,
+            target=comp.target,
+            pipeline=comp.pipeline,
+            input_shapes=comp.input_shapes or None,
+            on_event=on_event,
+            verify=bool(comp.options.get("verify", True)),
+            benchmark=bool(comp.options.get("benchmark", True)),
+        )
+    except CompilationSuperseded:
+        log.warning("compilation %s was reaped while running; stopped", compilation_id)
+    except BaseException as exc:
+        timed_out = isinstance(exc, CompilationTimeLimit) or over_limit()
+        stage = stage_after(last_type[0])
+        if timed_out:
+            append_failure(compilation_id, reason="time_limit", stage=stage, message=limit_message)
+        else:
+            log.exception("compilation %s crashed the service", compilation_id)
+            append_failure(compilation_id, reason="internal", stage=stage,
+                           message=f"internal error: {type(exc).__name__}: {exc}")
+        if not isinstance(exc, (Exception, CompilationTimeLimit)):
+            raise  # SystemExit (Celery's hard limit), KeyboardInterrupt: after the log is ended
+    finally:
+        beat.stop()
+    # The compiler promises a terminal event; if it broke that promise, end the log ourselves.
+    append_failure(compilation_id, reason="internal", stage=stage_after(last_type[0]),
+                   message="the compiler returned without a compile.finished or compile.failed event")
+
+
+class Heartbeat:
+    """A daemon thread that stamps `heartbeat_at` of a running compilation every
+    `PRISM_HEARTBEAT_S` seconds, so that reapers can tell a live run from a lost one."""
+
+    def __init__(self, compilation_id: str, attempt: int) -> None:
+        self._id, self._attempt = compilation_id, attempt
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{compilation_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        interval = float(settings.PRISM_HEARTBEAT_S)
+        try:
+            while not self._stop.wait(interval):
+                Compilation.objects.filter(
+                    pk=self._id, status=Compilation.Status.RUNNING, attempts=self._attempt
+                ).update(heartbeat_at=timezone.now())
+        except Exception:  # noqa: BLE001 - a missed beat only risks an early reap; log it
+            log.warning("heartbeat of %s failed", self._id, exc_info=True)
+        finally:
+            connection.close()

@@ -1,0 +1,125 @@
+"""Submitting compilations: validate a request, serve it from the cache, or create and queue it.
+
+A compilation is created only once its task message is sent (`QueueUnavailable` otherwise: the API
+answers 503 and nothing is stored); a message lost later is sent again by the reaper
+(`reaper.reap_stale_compilations` -> `queue.requeue_lost_compilations`).
+
+The cache (DESIGN.md "The explorer"): the same model bytes, target, expanded pipeline, input shapes,
+options and compiler version give the same result, so a succeeded compilation with the same
+`cache_key` is returned instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from explorer.compilations.models import Compilation, UploadedModel
+from explorer.compilations.services.queue import QueueUnavailable, publish, publish_on_commit
+from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
+
+OPTION_DEFAULTS = {"verify": True, "benchmark": True}
+
+
+def cache_key(sha256: str, target: str, pipeline: str, input_shapes: dict, options: dict, version: str) -> str:
+    """sha256 over the inputs that decide a compilation's result (DESIGN.md: same bytes, target,
+    pipeline, options and compiler version give the same result)."""
+    blob = json.dumps(
+        [sha256, target, pipeline, input_shapes, options, version], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def normalize_options(options: dict | None) -> dict:
+    """`{"verify": bool, "benchmark": bool}` with defaults; raises InvalidRequest for others."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown option {unknown[0]!r}; valid options: {', '.join(sorted(OPTION_DEFAULTS))}"
+        )
+    out = dict(OPTION_DEFAULTS)
+    for key, value in options.items():
+        if not isinstance(value, bool):
+            raise InvalidRequest(f"option {key!r} must be true or false, got {value!r}")
+        out[key] = value
+    return out
+
+
+def create_compilation(
+    model: UploadedModel,
+    *,
+    target: str,
+    pipeline: str,
+    input_shapes: dict | None,
+    options: dict | None = None,
+    use_cache: bool = True,
+) -> tuple[Compilation, bool]:
+    """Validate a request with the compiler and queue it, or return the cached result.
+
+    Returns `(compilation, cached)`; `cached` is True when a succeeded compilation with the same
+    cache key exists (it is returned as is, nothing is queued).
+    Raises:
+        QueueUnavailable: the job queue (Redis) could not take the task message; the compilation
+            is deleted again, so nothing is left `queued` with nobody to run it. (Inside a
+            transaction the message is sent at commit instead, and a failure is left to the
+            requeue check.)
+        InvalidRequest: a pipeline that is not text, an unknown target, pass or option, or an
+            unbound symbolic dim (`validation.expand_pipeline`, then the compiler's one-line
+            message, `compiler.validate_request`). `pipeline=""` is the empty pipeline (O0).
+    """
+    opts = normalize_options(options)
+    expanded = expand_pipeline(pipeline)  # the same check as POST /api/pipelines/validate
+    if input_shapes is None:
+        input_shapes = model.default_input_shapes
+    import compiler  # thread-safe: tests/compiler/test_api_threads.py
+
+    try:
+        req = compiler.validate_request(
+            model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes
+        )
+    except compiler.CompileError as exc:
+        raise InvalidRequest(exc.message, exc.to_dict()) from exc
+    version = str(compiler.__version__)
+    key = cache_key(model.sha256, req["target"], req["pipeline"], req["input_shapes"], opts, version)
+    if use_cache:
+        hit = (
+            Compilation.objects.filter(cache_key=key, status=Compilation.Status.SUCCEEDED)
+            .order_by("created_at")
+            .first()
+        )
+        if hit is not None:
+            return hit, True
+    comp = _create_with_unique_id(
+        model=model,
+        target=req["target"],
+        pipeline=req["pipeline"],
+        requested_pipeline=pipeline,
+        input_shapes=req["input_shapes"],
+        options=opts,
+        compiler_version=version,
+        cache_key=key,
+        enqueued_at=timezone.now(),
+    )
+    if connection.in_atomic_block:
+        publish_on_commit(comp.id, comp.target)
+        return comp, False
+    try:
+        publish(comp.id, comp.target)
+    except QueueUnavailable:
+        comp.delete()  # nobody has seen its id yet; a message that did get out finds no row
+        raise
+    return comp, False
+
+
+def _create_with_unique_id(**fields) -> Compilation:
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                return Compilation.objects.create(**fields)
+        except IntegrityError:  # public id collision (about 1 in 1e12): draw again
+            continue
+    raise RuntimeError("could not allocate a compilation id")
