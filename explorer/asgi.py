@@ -11,12 +11,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from explorer.accounts.ws_auth import ws_auth  # noqa: E402
 from explorer.compilations.routing import websocket_urlpatterns  # noqa: E402
 from explorer.web.asgi import BodyLimit, OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
-        "websocket": OriginCheck(URLRouter(websocket_urlpatterns)),
+        "websocket": OriginCheck(ws_auth(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -16,6 +16,11 @@ Environment:
                                  queue purged), is queued again by the reaper, default 120
     PRISM_COMPILE_QUEUE          Celery queue of compilations, default prism.compile
     PRISM_TARGET_QUEUES          per-target queues: "aarch64=prism.compile.aarch64,..."
+    PRISM_SIGNUP_ENABLED         1 (default): anyone may create an account (POST /api/auth/signup); 0: only
+                                 an admin creates accounts (manage.py createsuperuser, /admin/)
+    PRISM_REQUIRE_SIGN_IN        0 (default): anonymous users may upload and compile; 1: sign-in required
+    PRISM_LOGIN_RATE             sign-in and token requests per client address, default 10/min
+    PRISM_COMMENT_MAX_BYTES      largest comment or review body (UTF-8 bytes), default 65536 (64 KiB)
     DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
 """
 
@@ -57,8 +62,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
+    "rest_framework.authtoken",
     "drf_spectacular",
+    "explorer.accounts",
     "explorer.compilations",
+    "explorer.review",
     "explorer.web",
 ]
 
@@ -173,15 +181,31 @@ PRISM_COMPILE_SOFT_TIME_LIMIT_S = _env_int(
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120}
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 
+# Accounts: Django's users and password hashing (PBKDF2), its standard password checks.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
+                 "CommonPasswordValidator", "NumericPasswordValidator")
+]
+PRISM_SIGNUP_ENABLED = os.environ.get("PRISM_SIGNUP_ENABLED", "1") != "0"
+PRISM_REQUIRE_SIGN_IN = os.environ.get("PRISM_REQUIRE_SIGN_IN", "0") == "1"
+PRISM_LOGIN_RATE = os.environ.get("PRISM_LOGIN_RATE", "10/min")
+PRISM_COMMENT_MAX_BYTES = _env_int("PRISM_COMMENT_MAX_BYTES", 64 * 1024)
+
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
         "rest_framework.parsers.JSONParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    # Browser sessions (CSRF checked on unsafe methods) and `Authorization: Token <key>` for
+    # scripts (POST /api/auth/token); anonymous requests are AnonymousUser.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",  # first: a bad token is 401 (WWW-Authenticate)
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": [],
-    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_RATES": {"login": PRISM_LOGIN_RATE},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "explorer.compilations.api.errors.exception_handler",
 }

@@ -7,9 +7,14 @@ from django.urls import include, path, re_path
 from explorer.web.views import spa
 
 urlpatterns = [
-    path("api/", include("explorer.compilations.api.urls")),
+    path("api/", include("explorer.accounts.urls")),
+    path("api/", include("explorer.review.urls")),
+    path("api/", include("explorer.compilations.api.urls")),  # last: its catch-all JSON 404
     path("admin/", admin.site.urls),
     path("", spa),
+    path("signin", spa),
+    path("signup", spa),
+    path("account", spa),
     path("c/<str:compilation_id>", spa),
     path("c/<str:compilation_id>/pass/<int:index>", spa),
     path("c/<str:compilation_id>/summary", spa),
@@ -17,5 +22,7 @@ urlpatterns = [
     path("c/<str:compilation_id>/remarks", spa),
     path("c/<str:compilation_id>/kernel/<path:kernel>", spa),
     path("c/<str:compilation_id>/graph", spa),
+    path("c/<str:compilation_id>/comments", spa),
+    path("c/<str:compilation_id>/comments/<int:comment_id>", spa),
     re_path(r"^compare/(?P<ids>[\w.]+)$", spa),
 ]

@@ -1,5 +1,9 @@
 """WebSocket /ws/compilations/<id>/?after=<seq>: a compilation's events, each exactly once, in order.
 
+The requester (session cookie or `Authorization: Token`, `accounts.ws_auth`) must be able to see
+the compilation (`selectors.compilation_for`); otherwise the socket closes with 4404, as for an
+unknown id.
+
 On connect the consumer joins the compilation's group first and then replays the stored events
 with seq > after, so nothing published meanwhile is missed. Live messages from the channel layer
 are hints (it drops messages when a channel is full or a message expires, DESIGN.md): an event
@@ -26,6 +30,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from explorer.compilations import messages, selectors
+from explorer.compilations.models import Compilation
 
 POLL_S = 2.0
 REPLAY_BATCH = 200
@@ -33,6 +38,7 @@ REPLAY_BATCH = 200
 
 class CompilationEventsConsumer(AsyncWebsocketConsumer):
     compilation_id: str
+    compilation: Compilation | None
     next_seq: int
     finished: bool
 
@@ -49,7 +55,8 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         except ValueError:
             await self.close(code=messages.CLOSE_BAD_REQUEST)
             return
-        if not await self.compilation_exists():
+        self.compilation = await self.visible_compilation()
+        if self.compilation is None:  # unknown, or not visible to the requester: the same answer
             await self.close(code=messages.CLOSE_NOT_FOUND)
             return
         self.next_seq = max(after, -1) + 1
@@ -113,14 +120,16 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
                     await self.close_if_log_ended()
 
     @database_sync_to_async
-    def compilation_exists(self) -> bool:
-        return selectors.get_compilation(self.compilation_id) is not None
+    def visible_compilation(self) -> Compilation | None:
+        return selectors.compilation_for(self.scope.get("user"), self.compilation_id)
 
     @database_sync_to_async
     def log_ended(self) -> bool:
-        last = selectors.last_event(self.compilation_id)
+        assert self.compilation is not None
+        last = selectors.last_event(self.compilation)
         return last is not None and last["type"] in messages.TERMINAL_EVENT_TYPES
 
     @database_sync_to_async
     def read_events(self, after: int, limit: int) -> list[dict]:
-        return selectors.events_after(self.compilation_id, after, limit)
+        assert self.compilation is not None
+        return selectors.events_after(self.compilation, after, limit)

@@ -23,3 +23,26 @@ INLINE_EVENT_MAX_BYTES = 256 * 1024
 def group_name(compilation_id: str) -> str:
     """The channel-layer group of one compilation's live events."""
     return f"compilation.{compilation_id}"
+
+
+# Comments and reviews (explorer.review). Channel layer: one group per model (the same bytes), since
+# comments carry to every compilation of that model; the message is a hint naming the review-log
+# seq, and each socket reads the entry from the database as its requester may see it.
+REVIEW_HINT_MESSAGE = "review.hint"
+REVIEW_HINT_HANDLER = "review_hint"  # Channels maps "review.hint" to this method name
+
+# WebSocket /ws/compilations/<id>/comments/?after=<seq> (server -> browser): each text frame is
+# `{"seq": int, "type": <one of these>, "ts": float, "compilation": <the id the socket is for>,
+#   "comment": {...} (comment.*) | "review": {...}, "review_state": {...} (review.created)}`,
+# `seq` from the model's review log, increasing, each at most once (entries the requester may not
+# see, or that do not concern this compilation, are skipped). The socket stays open.
+COMMENT_CREATED = "comment.created"
+COMMENT_UPDATED = "comment.updated"  # edited, resolved or reopened
+COMMENT_DELETED = "comment.deleted"
+REVIEW_CREATED = "review.created"
+REVIEW_MESSAGE_TYPES = (COMMENT_CREATED, COMMENT_UPDATED, COMMENT_DELETED, REVIEW_CREATED)
+
+
+def review_group_name(model_sha256: str) -> str:
+    """The channel-layer group of one model's comment and review hints."""
+    return f"review.{model_sha256}"

@@ -6,7 +6,11 @@ has seen seq 0..k can always resume after k. Event semantics: DESIGN.md, "Events
 
 import secrets
 
+from django.conf import settings
 from django.db import models
+
+from explorer.compilations.visibility import DEFAULT as DEFAULT_VISIBILITY
+from explorer.compilations.visibility import Visibility
 
 PUBLIC_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o, 1/l: readable in a URL
 PUBLIC_ID_LENGTH = 8
@@ -49,6 +53,28 @@ class UploadedModel(models.Model):
         return f"{self.name} ({self.sha256[:12]})"
 
 
+class ModelUpload(models.Model):
+    """One owner's registration of a model's bytes (an upload or a sample), with its visibility.
+
+    The bytes are stored once (`UploadedModel`), but who uploaded them and who may see them is
+    per upload: a requester sees a model when one of its uploads is visible to it
+    (`visibility.can_see`), and sees that upload's file name. Anonymous uploads have no owner."""
+
+    model = models.ForeignKey(UploadedModel, on_delete=models.CASCADE, related_name="uploads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="model_uploads")
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=DEFAULT_VISIBILITY)
+    name = models.CharField(max_length=255, help_text="file name given at this upload")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["model", "owner"])]
+
+    def __str__(self) -> str:
+        return f"{self.model.sha256[:12]} by {self.owner or 'anonymous'} ({self.visibility})"
+
+
 class Compilation(models.Model):
     """One compilation of a model for a target and an expanded pipeline."""
 
@@ -63,6 +89,9 @@ class Compilation(models.Model):
     target = models.CharField(max_length=64)
     pipeline = models.TextField(help_text="expanded pipeline text")
     requested_pipeline = models.TextField(blank=True, help_text="as the user wrote it, e.g. O2")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="compilations", help_text="who submitted it (none: anonymous)")
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=DEFAULT_VISIBILITY)
     input_shapes = models.JSONField(default=dict, help_text="fully bound {input: [dims]}")
     options = models.JSONField(default=dict, help_text='{"verify": bool, "benchmark": bool}')
     compiler_version = models.CharField(max_length=64)

@@ -1,30 +1,80 @@
-"""Reads: what the API, the pages and the WebSocket consumer show."""
+"""Reads: what the API, the pages, the WebSocket consumer and exports show.
+
+Every read of a compilation or a model goes through the selector of that entity that takes the
+requester (`compilation_for`, `model_for`, `listed_compilations`; CONVENTIONS.md 16), so that
+visibility (`visibility.py`) cannot be forgotten on a new path: something the requester may not
+see is None here, exactly as something that does not exist. Reads never write.
+
+Other apps do the same: downloads and exports take the compilation from `compilation_for(request.user,
+id)` (None: answer 404) before reading its events or artifacts.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
-from explorer.compilations.models import Compilation, CompilationEvent, UploadedModel
+from explorer.compilations.models import Compilation, CompilationEvent, ModelUpload, UploadedModel
+from explorer.compilations.visibility import Visibility, can_see, signed_in, visible_q
 
 EVENT_PAGE_MAX = 1000
 
 
-def get_compilation(compilation_id: str) -> Compilation | None:
-    return Compilation.objects.select_related("model").filter(pk=compilation_id).first()
+def compilation_for(requester, compilation_id: str) -> Compilation | None:
+    """The compilation `compilation_id` if `requester` (a user, anonymous or None) may see it,
+    else None (the caller answers 404, as for an unknown id)."""
+    comp = Compilation.objects.select_related("model", "owner").filter(pk=compilation_id).first()
+    if comp is None or not can_see(requester, comp.owner_id, comp.visibility):
+        return None
+    return comp
 
 
-def get_model(sha256: str) -> UploadedModel | None:
-    return UploadedModel.objects.filter(sha256=sha256.lower()).first()
+def visible_upload(requester, model: UploadedModel) -> ModelUpload | None:
+    """The requester's own upload of these bytes, else the first upload it may see, else None."""
+    uploads = list(model.uploads.all())
+    if signed_in(requester):
+        own = [u for u in uploads if u.owner_id == requester.pk]
+        if own:
+            return own[0]
+    return next((u for u in uploads if can_see(requester, u.owner_id, u.visibility)), None)
 
 
-def events_after(compilation_id: str, after: int = -1, limit: int = EVENT_PAGE_MAX) -> list[dict]:
-    """Stored events with `seq > after`, in seq order, at most `limit` of them."""
-    rows = CompilationEvent.objects.filter(compilation_id=compilation_id, seq__gt=after).order_by("seq")
+def model_for(requester, sha256: str) -> UploadedModel | None:
+    """The model with this sha256 if one of its uploads is visible to `requester`, else None."""
+    model = UploadedModel.objects.filter(sha256=str(sha256).lower()).prefetch_related("uploads").first()
+    if model is None or visible_upload(requester, model) is None:
+        return None
+    return model
+
+
+def listed_compilations(requester, also: Iterable[str] = (), limit: int = 50) -> list[Compilation]:
+    """The listing (`GET /api/compilations`, the start page): public compilations, the requester's
+    own, and `also` (ids this browser session submitted anonymously) where visible; newest first."""
+    from django.db.models import Q
+
+    listed = Q(visibility=Visibility.PUBLIC) | Q(pk__in=list(also)[-limit:])
+    if signed_in(requester):
+        listed |= Q(owner_id=requester.pk)
+    rows = (Compilation.objects.select_related("model", "owner").filter(listed).filter(visible_q(requester))
+            .prefetch_related("model__uploads").order_by("-created_at")[:limit])
+    return list(rows)
+
+
+def events_after(comp: Compilation, after: int = -1, limit: int = EVENT_PAGE_MAX) -> list[dict]:
+    """Stored events of a compilation (from `compilation_for`) with `seq > after`, in seq order,
+    at most `limit` of them."""
+    rows = CompilationEvent.objects.filter(compilation_id=comp.pk, seq__gt=after).order_by("seq")
     return [e.as_event() for e in rows[:limit]]
 
 
-def last_event(compilation_id: str) -> dict | None:
-    row = CompilationEvent.objects.filter(compilation_id=compilation_id).order_by("-seq").first()
+def events_of_types(comp: Compilation, types: Iterable[str]) -> list[dict]:
+    """Every stored event of these types of a compilation (from `compilation_for`), in seq order."""
+    rows = CompilationEvent.objects.filter(compilation_id=comp.pk, type__in=list(types)).order_by("seq")
+    return [e.as_event() for e in rows]
+
+
+def last_event(comp: Compilation) -> dict | None:
+    row = CompilationEvent.objects.filter(compilation_id=comp.pk).order_by("-seq").first()
     return row.as_event() if row else None
 
 
@@ -32,12 +82,21 @@ def event_count(compilation_id: str) -> int:
     return CompilationEvent.objects.filter(compilation_id=compilation_id).count()
 
 
-def model_dict(model: UploadedModel) -> dict:
-    """API form of an uploaded model; `id` is its sha256."""
+def user_dict(user) -> dict | None:
+    """`{"username"}` of a user, or None (anonymous)."""
+    return None if user is None else {"username": user.get_username()}
+
+
+def model_dict(model: UploadedModel, requester) -> dict:
+    """API form of an uploaded model as `requester` sees it (the file name and visibility of its
+    own upload, else of the first upload it may see); `id` is its sha256."""
+    upload = visible_upload(requester, model)
     return {
         "id": model.sha256,
         "sha256": model.sha256,
-        "name": model.name,
+        "name": upload.name if upload else model.name,
+        "visibility": upload.visibility if upload else Visibility.PRIVATE.value,
+        "owner": user_dict(upload.owner) if upload else None,
         "graph_name": model.graph_name,
         "size": model.size,
         "opset": model.opset,
@@ -52,15 +111,21 @@ def model_dict(model: UploadedModel) -> dict:
     }
 
 
-def compilation_dict(comp: Compilation, *, cached: bool | None = None) -> dict:
-    """API form of a compilation: identity, request, status and where to read its events."""
+def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None) -> dict:
+    """API form of a compilation (from `compilation_for`): identity, owner and visibility, request,
+    status and where to read its events and comments."""
     out = {
         "id": comp.id,
         "url": f"/c/{comp.id}",
         "api_url": f"/api/compilations/{comp.id}",
         "events_url": f"/api/compilations/{comp.id}/events",
         "ws_url": f"/ws/compilations/{comp.id}/",
-        "model": model_dict(comp.model),
+        "comments_url": f"/api/compilations/{comp.id}/comments",
+        "comments_ws_url": f"/ws/compilations/{comp.id}/comments/",
+        "owner": user_dict(comp.owner),
+        "visibility": comp.visibility,
+        "can_edit": signed_in(requester) and comp.owner_id == requester.pk,
+        "model": model_dict(comp.model, requester),
         "target": comp.target,
         "pipeline": comp.pipeline,
         "requested_pipeline": comp.requested_pipeline,
@@ -79,10 +144,6 @@ def compilation_dict(comp: Compilation, *, cached: bool | None = None) -> dict:
     if cached is not None:
         out["cached"] = cached
     return out
-
-
-def recent_compilations(limit: int = 50) -> list[Compilation]:
-    return list(Compilation.objects.select_related("model").order_by("-created_at")[:limit])
 
 
 @lru_cache(maxsize=4)

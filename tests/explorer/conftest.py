@@ -6,6 +6,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # prism_stack
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Django's PBKDF2 takes about a second per password on a loaded machine: tests hash with MD5
+    (the production hasher is tested by test_explorer_accounts)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def make_compilation(db):
     """A compilation row with a placeholder model, for tests of the event log without a compiler."""

@@ -136,7 +136,9 @@ def test_openapi_schema(client):
                                  "/c/k3x9q2ab/remarks", "/c/k3x9q2ab/remarks?pass=fuse-ops&kind=missed",
                                  "/c/k3x9q2ab?view=kernels", "/c/k3x9q2ab/pass/3", "/c/k3x9q2ab/kernel/k_conv0",
                                  "/c/k3x9q2ab/kernel/a%2Fb", "/c/k3x9q2ab/graph", "/compare/k3x9q2ab...a2b3c4d5"])
-def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_path, url):
+def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_path, url, make_compilation):
+    make_compilation(id="k3x9q2ab")
+    make_compilation(id="a2b3c4d5")
     settings.FRONTEND_DIST = tmp_path / "missing"
     r = client.get(url)
     assert r.status_code == 200 and b"npm run build" in r.content
@@ -146,8 +148,11 @@ def test_pages_serve_the_built_app_or_say_how_to_build_it(client, settings, tmp_
     assert r.status_code == 200 and r.content == b"<!doctype html><div id=app></div>"
 
 
-@pytest.mark.parametrize("url", ["/c/k3x9q2ab/nope", "/c/k3x9q2ab/kernels/x", "/c/k3x9q2ab/pass/x"])
-def test_unknown_pages_are_404(client, settings, tmp_path, url):
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/c/k3x9q2ab/nope", "/c/k3x9q2ab/kernels/x", "/c/k3x9q2ab/pass/x",
+                                 "/c/zzzzzzzz", "/c/zzzzzzzz/pass/1", "/compare/k3x9q2ab...zzzzzzzz"])
+def test_unknown_pages_are_404(client, settings, tmp_path, url, make_compilation):
+    make_compilation(id="k3x9q2ab")
     (tmp_path / "index.html").write_text("<!doctype html><div id=app></div>")
     settings.FRONTEND_DIST = tmp_path
     assert client.get(url).status_code == 404

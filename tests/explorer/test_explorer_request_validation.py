@@ -120,7 +120,7 @@ def test_the_service_checks_the_pipeline_type_too(model_id):
     from explorer.compilations.services.submission import InvalidRequest, create_compilation
 
     with pytest.raises(InvalidRequest, match=r"^pipeline: must be text: .*; got the number 42$"):
-        create_compilation(selectors.get_model(model_id), target="host", pipeline=42, input_shapes=None)
+        create_compilation(selectors.model_for(None, model_id), target="host", pipeline=42, input_shapes=None)
 
 
 @pytest.mark.parametrize("method", ["get", "post", "put", "delete", "options"])

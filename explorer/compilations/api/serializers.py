@@ -86,10 +86,23 @@ class CompilationRequest(serializers.Serializer):
         child=serializers.BooleanField(), required=False, help_text='{"verify": true, "benchmark": true}'
     )
     cache = serializers.BooleanField(default=True, help_text="false: always compile again")
+    visibility = serializers.ChoiceField(
+        ["private", "unlisted", "public"], required=False,
+        help_text="private: the owner and its teams; unlisted (default): anyone with the link; public: listed")
+
+
+class VisibilityRequest(serializers.Serializer):
+    visibility = serializers.ChoiceField(["private", "unlisted", "public"])
+
+
+class UserOut(serializers.Serializer):
+    username = serializers.CharField()
 
 
 class UploadRequest(serializers.Serializer):
     model = serializers.FileField(help_text="the .onnx file (multipart field `model`)")
+    visibility = serializers.ChoiceField(["private", "unlisted", "public"], required=False,
+                                         help_text="of this upload; unlisted by default")
 
 
 # Response shapes, for the OpenAPI schema (the views return plain dicts from selectors).
@@ -113,6 +126,8 @@ class ModelOut(serializers.Serializer):
     outputs = TensorInfo(many=True)
     default_input_shapes = serializers.DictField(allow_null=True)
     source = serializers.CharField(help_text='"upload" or "sample:<name>"')
+    visibility = serializers.CharField(help_text="of the upload the requester sees")
+    owner = UserOut(allow_null=True, help_text="who made that upload (null: anonymous)")
     created_at = serializers.DateTimeField()
 
 
@@ -122,6 +137,11 @@ class CompilationOut(serializers.Serializer):
     api_url = serializers.CharField()
     events_url = serializers.CharField()
     ws_url = serializers.CharField()
+    comments_url = serializers.CharField()
+    comments_ws_url = serializers.CharField(help_text="WebSocket of the comment and review log")
+    owner = UserOut(allow_null=True, help_text="who submitted it (null: anonymous)")
+    visibility = serializers.ChoiceField(["private", "unlisted", "public"])
+    can_edit = serializers.BooleanField(help_text="the requester owns it (may change its visibility)")
     model = ModelOut()
     target = serializers.CharField()
     pipeline = serializers.CharField(help_text="expanded pipeline text")

@@ -1,5 +1,10 @@
-"""HTTP API views: parse, call a service or selector, shape the response."""
+"""HTTP API views: parse, call a service or selector, shape the response.
 
+Every compilation and model is read through `selectors.compilation_for` / `model_for` with the
+requester: one it may not see is a 404 exactly like an unknown id.
+"""
+
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -16,11 +21,15 @@ from explorer.compilations.api.serializers import (
     ModelOut,
     PipelineRequest,
     UploadRequest,
+    VisibilityRequest,
 )
 from explorer.compilations.services import uploads
 from explorer.compilations.services.queue import QueueUnavailable
-from explorer.compilations.services.submission import create_compilation
+from explorer.compilations.services.submission import create_compilation, set_visibility
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
+from explorer.compilations.visibility import check_visibility, signed_in
+
+SESSION_COMPILATIONS = "prism_compilations"  # ids an anonymous browser session submitted (its listing)
 
 
 def invalid_request_response(exc: InvalidRequest) -> Response:
@@ -28,12 +37,26 @@ def invalid_request_response(exc: InvalidRequest) -> Response:
     return error_response(exc.message, 400, **{k: v for k, v in exc.details.items() if k != "message"})
 
 
+def sign_in_required(request: Request, what: str) -> Response | None:
+    """401 when `PRISM_REQUIRE_SIGN_IN` is set and nobody is signed in, else None."""
+    if settings.PRISM_REQUIRE_SIGN_IN and not signed_in(request.user):
+        return error_response(f"sign in to {what}: this server requires it (PRISM_REQUIRE_SIGN_IN)", 401)
+    return None
+
+
+def not_found(compilation_id: str) -> Response:
+    return error_response(f"no compilation with id {compilation_id}", 404)
+
+
 class ModelUploadView(APIView):
     @extend_schema(request={"multipart/form-data": UploadRequest},
                    responses={200: ModelOut, 201: ModelOut, 400: ErrorOut, 413: ErrorOut})
     def post(self, request: Request) -> Response:
-        """Upload an ONNX model. 201 with its metadata (200 if the same bytes were uploaded
-        before); 413 over the size limit; 400 when the file is missing or not valid ONNX."""
+        """Upload an ONNX model (multipart field `visibility`: private, unlisted (default) or
+        public). 201 with its metadata (200 if the same bytes were uploaded before); 413 over the
+        size limit; 400 when the file is missing or not valid ONNX; 401 when sign-in is required."""
+        if (denied := sign_in_required(request, "upload models")) is not None:
+            return denied
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
         if declared > uploads.max_upload_bytes() + 64 * 1024:  # multipart framing allowance
             return error_response(uploads.too_large_message(declared), 413)
@@ -41,22 +64,28 @@ class ModelUploadView(APIView):
         if upload is None:
             return error_response("multipart field 'model' with the .onnx file is required", 400)
         try:
-            model, created = uploads.register_upload(upload.chunks(), name=upload.name, size=upload.size)
+            visibility = check_visibility(request.data.get("visibility"), request.user)
+        except ValueError as exc:
+            return error_response(str(exc), 400)
+        try:
+            model, created = uploads.register_upload(upload.chunks(), name=upload.name, size=upload.size,
+                                                     owner=request.user,
+                                                     visibility=request.data.get("visibility") and visibility)
         except uploads.UploadTooLarge as exc:
             return error_response(str(exc), 413)
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
-        return Response(selectors.model_dict(model), status=201 if created else 200)
+        return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 
 class ModelDetailView(APIView):
     @extend_schema(responses={200: ModelOut, 404: ErrorOut})
     def get(self, request: Request, sha256: str) -> Response:
-        """An uploaded model's metadata."""
-        model = selectors.get_model(sha256)
+        """An uploaded model's metadata (404 when the requester may see none of its uploads)."""
+        model = selectors.model_for(request.user, sha256)
         if model is None:
             return error_response(f"no model with id {sha256}", 404)
-        return Response(selectors.model_dict(model))
+        return Response(selectors.model_dict(model, request.user))
 
 
 class CompilationListView(APIView):
@@ -68,11 +97,19 @@ class CompilationListView(APIView):
         version exists; 400 naming an unknown model, target, pass, option or unbound dim, or a
         field of the wrong type; 503 (with Retry-After) when the job queue is unreachable: nothing
         was created, submit again. The pipeline is checked as POST /api/pipelines/validate checks
-        it (`""` runs no passes, as O0)."""
+        it (`""` runs no passes, as O0). `visibility`: private, unlisted (default) or public; a
+        cache hit never hands out another user's compilation it may not see (see
+        `services.submission`). 401 when sign-in is required (PRISM_REQUIRE_SIGN_IN)."""
+        if (denied := sign_in_required(request, "compile")) is not None:
+            return denied
         req = CompilationRequest(data=request.data)
         req.is_valid(raise_exception=True)
         data = req.validated_data
-        model = selectors.get_model(data["model"])
+        try:
+            visibility = check_visibility(data.get("visibility"), request.user)
+        except ValueError as exc:
+            return error_response(str(exc), 400)
+        model = selectors.model_for(request.user, data["model"])
         if model is None:
             return error_response(f"unknown model {data['model']}: upload it first (POST /api/models)", 400)
         try:
@@ -83,6 +120,8 @@ class CompilationListView(APIView):
                 input_shapes=data.get("input_shapes"),
                 options=data.get("options"),
                 use_cache=data["cache"],
+                owner=request.user,
+                visibility=visibility,
             )
         except InvalidRequest as exc:
             return invalid_request_response(exc)
@@ -90,23 +129,46 @@ class CompilationListView(APIView):
             response = error_response(f"{exc}; the compilation was not created: submit it again in a moment", 503)
             response["Retry-After"] = "10"
             return response
-        return Response(selectors.compilation_dict(comp, cached=cached), status=200 if cached else 201)
+        if not signed_in(request.user):
+            ids = request.session.get(SESSION_COMPILATIONS, [])
+            request.session[SESSION_COMPILATIONS] = [*(i for i in ids if i != comp.id), comp.id][-50:]
+        return Response(selectors.compilation_dict(comp, request.user, cached=cached),
+                        status=200 if cached else 201)
 
     @extend_schema(responses=CompilationOut(many=True), operation_id="compilations_list")
     def get(self, request: Request) -> Response:
-        """The 50 most recent compilations."""
-        return Response([selectors.compilation_dict(c) for c in selectors.recent_compilations()])
+        """The 50 most recent compilations listed for the requester: the public ones and its own
+        (signed in, or submitted from this browser session); unlisted and private ones of others
+        are never listed."""
+        mine = request.session.get(SESSION_COMPILATIONS, []) if hasattr(request, "session") else []
+        listed = selectors.listed_compilations(request.user, also=mine)
+        return Response([selectors.compilation_dict(c, request.user) for c in listed])
 
 
 class CompilationDetailView(APIView):
     @extend_schema(responses={200: CompilationOut, 404: ErrorOut})
     def get(self, request: Request, compilation_id: str) -> Response:
-        """A compilation's request, status, error and event count. A read only: a compilation
-        whose worker was lost is ended by the workers' reaper (`services.reaper`), not here."""
-        comp = selectors.get_compilation(compilation_id)
+        """A compilation's request, owner, visibility, status, error and event count. A read only:
+        a compilation whose worker was lost is ended by the workers' reaper (`services.reaper`)."""
+        comp = selectors.compilation_for(request.user, compilation_id)
         if comp is None:
-            return error_response(f"no compilation with id {compilation_id}", 404)
-        return Response(selectors.compilation_dict(comp))
+            return not_found(compilation_id)
+        return Response(selectors.compilation_dict(comp, request.user))
+
+    @extend_schema(request=VisibilityRequest, responses={200: CompilationOut, 400: ErrorOut, 403: ErrorOut,
+                                                         404: ErrorOut})
+    def patch(self, request: Request, compilation_id: str) -> Response:
+        """Change a compilation's visibility (`{"visibility": "private"|"unlisted"|"public"}`):
+        its owner only (403 for others who see it, 404 for those who do not)."""
+        comp = selectors.compilation_for(request.user, compilation_id)
+        if comp is None:
+            return not_found(compilation_id)
+        if not signed_in(request.user) or comp.owner_id != request.user.pk:
+            return error_response("only the owner of a compilation can change its visibility", 403)
+        req = VisibilityRequest(data=request.data)
+        req.is_valid(raise_exception=True)
+        set_visibility(comp, req.validated_data["visibility"])
+        return Response(selectors.compilation_dict(comp, request.user))
 
 
 class CompilationEventsView(APIView):
@@ -121,16 +183,16 @@ class CompilationEventsView(APIView):
         """Stored events after a seq: `{"events": [...], "complete": bool, "next_after": seq,
         "status"}`; `complete` is true when the page ends the log (its last event is terminal);
         pass `next_after` as `after` to read the next page."""
-        comp = selectors.get_compilation(compilation_id)
+        comp = selectors.compilation_for(request.user, compilation_id)
         if comp is None:
-            return error_response(f"no compilation with id {compilation_id}", 404)
+            return not_found(compilation_id)
         try:
             after = int(request.query_params.get("after", -1))
             limit = int(request.query_params.get("limit", selectors.EVENT_PAGE_MAX))
         except ValueError:
             return error_response("'after' and 'limit' must be integers", 400)
         limit = max(1, min(limit, selectors.EVENT_PAGE_MAX))
-        events = selectors.events_after(compilation_id, after, limit)
+        events = selectors.events_after(comp, after, limit)
         complete = bool(events) and events[-1]["type"] in ("compile.finished", "compile.failed")
         next_after = events[-1]["seq"] if events else after
         return Response({"id": comp.id, "status": comp.status, "events": events, "complete": complete,
@@ -188,12 +250,12 @@ class SampleModelView(APIView):
         """Register a sample as an uploaded model (fetching it if needed) without uploading it;
         then POST /api/compilations with its id. 404 for an unknown sample."""
         try:
-            model, created = uploads.register_sample(name)
+            model, created = uploads.register_sample(name, owner=request.user)
         except KeyError:
             return error_response(f"unknown sample {name!r}; see GET /api/samples", 404)
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
-        return Response(selectors.model_dict(model), status=201 if created else 200)
+        return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 
 class NotFoundView(APIView):

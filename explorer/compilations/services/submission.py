@@ -6,7 +6,12 @@ answers 503 and nothing is stored); a message lost later is sent again by the re
 
 The cache (DESIGN.md "The explorer"): the same model bytes, target, expanded pipeline, input shapes,
 options and compiler version give the same result, so a succeeded compilation with the same
-`cache_key` is returned instead of compiling again.
+`cache_key` is served instead of compiling again. A hit never exposes another user's compilation
+(issue 14): it is returned as it is only when the requester owns it with the visibility asked for,
+or when it is shared (unlisted or public) and an unlisted result was asked for; otherwise the
+requester gets a compilation of its own, owned by it with the visibility it asked for, whose event
+log is a copy of the hit's (the results of the same bytes and request; none of the hit's id, owner,
+comments or reviews).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import json
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from explorer.compilations.models import Compilation, UploadedModel
+from explorer.compilations.models import Compilation, CompilationEvent, UploadedModel
 from explorer.compilations.services.queue import QueueUnavailable, publish, publish_on_commit
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
+from explorer.compilations.visibility import DEFAULT, Visibility, signed_in
 
 OPTION_DEFAULTS = {"verify": True, "benchmark": True}
 
@@ -57,11 +63,15 @@ def create_compilation(
     input_shapes: dict | None,
     options: dict | None = None,
     use_cache: bool = True,
+    owner=None,
+    visibility: str = DEFAULT,
 ) -> tuple[Compilation, bool]:
-    """Validate a request with the compiler and queue it, or return the cached result.
+    """Validate a request with the compiler and queue it, or serve it from the cache.
 
-    Returns `(compilation, cached)`; `cached` is True when a succeeded compilation with the same
-    cache key exists (it is returned as is, nothing is queued).
+    `owner` is the signed-in requester (None or anonymous: no owner), `visibility` one of
+    `visibility.VISIBILITIES` (checked by the caller). Returns `(compilation, cached)`; `cached`
+    is True when a succeeded compilation with the same cache key exists: it is returned as it is or
+    copied for the requester (see the module docstring), and nothing is queued.
     Raises:
         QueueUnavailable: the job queue (Redis) could not take the task message; the compilation
             is deleted again, so nothing is left `queued` with nobody to run it. (Inside a
@@ -85,16 +95,15 @@ def create_compilation(
         raise InvalidRequest(exc.message, exc.to_dict()) from exc
     version = str(compiler.__version__)
     key = cache_key(model.sha256, req["target"], req["pipeline"], req["input_shapes"], opts, version)
+    owner = owner if signed_in(owner) else None
     if use_cache:
-        hit = (
-            Compilation.objects.filter(cache_key=key, status=Compilation.Status.SUCCEEDED)
-            .order_by("created_at")
-            .first()
-        )
+        hit = _cache_hit(key, owner, visibility)
         if hit is not None:
             return hit, True
     comp = _create_with_unique_id(
         model=model,
+        owner=owner,
+        visibility=visibility,
         target=req["target"],
         pipeline=req["pipeline"],
         requested_pipeline=pipeline,
@@ -115,6 +124,36 @@ def create_compilation(
     return comp, False
 
 
+def _cache_hit(key: str, owner, visibility: str) -> Compilation | None:
+    """The succeeded compilation with this key to serve to `owner` (None: anonymous) asking for
+    `visibility`: one to return as it is, else a copy made for it, else None (no hit)."""
+    hits = Compilation.objects.filter(cache_key=key, status=Compilation.Status.SUCCEEDED).order_by("created_at")
+    if owner is not None:
+        own = hits.filter(owner=owner, visibility=visibility).first()
+        if own is not None:
+            return own
+    if visibility == Visibility.UNLISTED:
+        shared = hits.filter(visibility__in=[Visibility.UNLISTED, Visibility.PUBLIC]).first()
+        if shared is not None:
+            return shared
+    source = hits.first()
+    return None if source is None else _copy_for(source, owner, visibility)
+
+
+def _copy_for(source: Compilation, owner, visibility: str) -> Compilation:
+    """A new succeeded compilation of `source`'s request owned by `owner` with `visibility`, its
+    event log a copy of `source`'s (in one transaction: all of it or nothing)."""
+    fields = {f.name: getattr(source, f.name) for f in Compilation._meta.concrete_fields
+              if f.name not in ("id", "owner", "visibility", "created_at")}
+    with transaction.atomic():
+        comp = _create_with_unique_id(**{**fields, "owner": owner, "visibility": visibility})
+        CompilationEvent.objects.bulk_create(
+            CompilationEvent(compilation=comp, seq=e.seq, type=e.type, ts=e.ts, payload=e.payload)
+            for e in source.events.order_by("seq").iterator()
+        )
+    return comp
+
+
 def _create_with_unique_id(**fields) -> Compilation:
     for _ in range(5):
         try:
@@ -123,3 +162,9 @@ def _create_with_unique_id(**fields) -> Compilation:
         except IntegrityError:  # public id collision (about 1 in 1e12): draw again
             continue
     raise RuntimeError("could not allocate a compilation id")
+
+
+def set_visibility(comp: Compilation, visibility: str) -> None:
+    """Change a compilation's visibility (the caller checked that the requester owns it)."""
+    Compilation.objects.filter(pk=comp.pk).update(visibility=visibility)
+    comp.visibility = visibility

@@ -2,6 +2,8 @@
 
 A model is stored once per content (sha256); registering the same bytes again returns the
 existing model. Metadata comes from `compiler.inspect_model` (the ONNX protobuf, opset, IO).
+Who registered it, under which file name and visibility, is one `ModelUpload` per owner
+(`record_upload`): the bytes are shared, who may see them is not.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from explorer.compilations.models import UploadedModel, model_upload_path
+from explorer.compilations.models import ModelUpload, UploadedModel, model_upload_path
+from explorer.compilations.visibility import DEFAULT, signed_in
 
 
 class UploadTooLarge(Exception):
@@ -37,13 +40,15 @@ def too_large_message(size: int | None = None) -> str:
     return f"model file is too large{got}: the limit is {limit} bytes ({limit / 2**20:.0f} MiB)"
 
 
-def register_upload(chunks: Iterable[bytes], *, name: str, size: int | None = None) -> tuple[UploadedModel, bool]:
-    """Store an uploaded model and return `(model, created)`.
+def register_upload(chunks: Iterable[bytes], *, name: str, size: int | None = None, owner=None,
+                    visibility: str | None = None) -> tuple[UploadedModel, bool]:
+    """Store an uploaded model and return `(model, created)` (`created`: these bytes are new).
 
     Args:
         chunks: the file's bytes, in order.
         name: the client's file name (only its base name is kept, for display).
         size: the declared size in bytes, checked against the limit before reading.
+        owner, visibility: who uploads it and who may see it (`record_upload`).
     Raises:
         UploadTooLarge: over `PRISM_MAX_UPLOAD_BYTES`.
         InvalidModel: not ONNX, truncated or invalid (message from `compiler.inspect_model`).
@@ -64,15 +69,38 @@ def register_upload(chunks: Iterable[bytes], *, name: str, size: int | None = No
                     raise UploadTooLarge(too_large_message())
                 digest.update(chunk)
                 out.write(chunk)
-        return _register_file(
+        model, created = _register_file(
             Path(tmp_name), digest.hexdigest(), written, name=name, source="upload", move=True
         )
     finally:
         Path(tmp_name).unlink(missing_ok=True)
+    record_upload(model, owner, name=name, visibility=visibility)
+    return model, created
 
 
-def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
-    """Register one of `compiler.samples` as an uploaded model, fetching it if needed.
+def record_upload(model: UploadedModel, owner, *, name: str, visibility: str | None = None) -> ModelUpload:
+    """Note that `owner` (a user; None or anonymous: nobody) registered these bytes under `name`.
+
+    One upload per signed-in owner: registering again renames it and, when `visibility` is given,
+    changes its visibility (None keeps it; a new one gets the default, unlisted). Anonymous
+    uploads are one per visibility."""
+    name = os.path.basename(name)[:255] or "model.onnx"
+    if not signed_in(owner):
+        upload, _ = ModelUpload.objects.get_or_create(model=model, owner=None, visibility=visibility or DEFAULT,
+                                                      defaults={"name": name})
+        return upload
+    upload = ModelUpload.objects.filter(model=model, owner=owner).first()
+    if upload is None:
+        return ModelUpload.objects.create(model=model, owner=owner, name=name, visibility=visibility or DEFAULT)
+    upload.name = name
+    upload.visibility = visibility or upload.visibility
+    upload.save(update_fields=["name", "visibility"])
+    return upload
+
+
+def register_sample(sample_name: str, owner=None) -> tuple[UploadedModel, bool]:
+    """Register one of `compiler.samples` as an uploaded model, fetching it if needed; `owner`'s
+    upload of it is unlisted unless it made it otherwise (`record_upload`).
 
     Raises:
         KeyError: no such sample.
@@ -99,6 +127,7 @@ def register_sample(sample_name: str) -> tuple[UploadedModel, bool]:
     if shapes and model.default_input_shapes != shapes:
         model.default_input_shapes = shapes
         model.save(update_fields=["default_input_shapes"])
+    record_upload(model, owner, name=f"{sample_name}.onnx")
     return model, created
 
 
