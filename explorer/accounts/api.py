@@ -60,6 +60,7 @@ WRONG_CREDENTIALS = "wrong username or password"
 
 
 class SignUpView(APIView):
+    authentication_classes: list = []  # credentials in the body; an old session does not matter
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "login"
 
@@ -77,6 +78,7 @@ class SignUpView(APIView):
 
 
 class LoginView(APIView):
+    authentication_classes: list = []  # credentials in the body; an old session does not matter
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "login"
 
@@ -108,6 +110,7 @@ class MeView(APIView):
 
 
 class TokenView(APIView):
+    authentication_classes: list = []  # credentials in the body; an old session does not matter
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "login"
 

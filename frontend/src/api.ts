@@ -105,7 +105,7 @@ function csrfHeader(): Record<string, string> {
   return m ? { "X-CSRFToken": decodeURIComponent(m[1]) } : {};
 }
 
-async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
+export async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
   let res: Response;
   const headers: Record<string, string> = { Accept: "application/json", ...(method === "GET" ? {} : csrfHeader()) };
   if (body !== undefined) headers["Content-Type"] = "application/json";

@@ -63,14 +63,15 @@ function baseExtensions(lang: Lang): Extension[] {
 
 export interface CodeViewer {
   readonly dom: HTMLElement;
+  readonly view: EditorView;
   setText(text: string): void;
   /** Marks a 1-based line and scrolls it to the middle; null clears the mark. */
   markLine(line: number | null): void;
   destroy(): void;
 }
 
-/** `onLineDoubleClick` gets the text of a double-clicked line. */
-export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLineDoubleClick?: (line: string) => void): CodeViewer {
+/** `onLineDoubleClick` gets the text of a double-clicked line; `more` adds extensions (the comment gutter). */
+export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLineDoubleClick?: (line: string) => void, more: Extension[] = []): CodeViewer {
   const extra = onLineDoubleClick
     ? EditorView.domEventHandlers({
         dblclick(e, v) {
@@ -81,9 +82,10 @@ export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLine
         },
       })
     : [];
-  const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: [baseExtensions(lang), extra] }) });
+  const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: [baseExtensions(lang), extra, more] }) });
   return {
     dom: view.dom,
+    view,
     setText(t) {
       if (t !== view.state.doc.toString()) view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: t } });
     },

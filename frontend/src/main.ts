@@ -3,6 +3,7 @@ import "./styles.css";
 import { emptyState, h, replace } from "./dom";
 import { compilationPage, type CompilationPage } from "./pages/compilation";
 import { comparePage, type ComparePage } from "./pages/compare";
+import { authPage, userMenu } from "./pages/auth";
 import { startPage } from "./panes/start";
 import { currentView, linkTo, normalizeLocation, onNavigate } from "./router";
 import type { View } from "./urlstate";
@@ -39,7 +40,8 @@ function show(v: View): void {
   page?.destroy();
   page = null;
   document.title = "Prism — AI compiler explorer";
-  if (v.page === "start") replace(root, startPage());
+  if (v.page === "start") replace(root, h("div", { class: "top-bar" }, userMenu()), startPage());
+  else if (v.page === "signin" || v.page === "signup") replace(root, authPage(v.page, v.next));
   else replace(root, h("main", { class: "start" }, emptyState(`No page at ${v.path}.`), linkTo(h("a", null, "Go to the start page"), { page: "start" })));
 }
 

@@ -8,6 +8,9 @@
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
  *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
+ *   /c/<id>/comments                   the conversation      (?status=open|resolved|outdated|all&kind=<anchor kind>)
+ *   /c/<id>/comments/<cid>             one comment's thread, with a link to its anchor
+ *   /signin, /signup                   sign in, create an account
  *   /compare/<a>...<b>                 two compilations side by side
  *
  * Names are percent-encoded in paths and queries, so any node or kernel name round-trips.
@@ -30,6 +33,9 @@ export type View =
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
   | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
+  | { page: "compilation"; id: string; view: "comments"; comment?: number; status?: string; kind?: string }
+  | { page: "signin"; next?: string }
+  | { page: "signup"; next?: string }
   | { page: "compare"; ids: [string, string] }
   | { page: "notfound"; path: string };
 
@@ -58,6 +64,10 @@ export function parseUrl(pathname: string, search = ""): View {
   const q = new URLSearchParams(search);
   const parts = pathname.split("/").filter((p) => p !== "");
   if (parts.length === 0) return { page: "start" };
+  if (parts.length === 1 && (parts[0] === "signin" || parts[0] === "signup")) {
+    const next = q.get("next");
+    return next && next.startsWith("/") && !next.startsWith("//") ? { page: parts[0], next } : { page: parts[0] };
+  }
   if (parts[0] === "compare" && parts.length === 2) {
     const ids = (decode(parts[1]) ?? "").split("...");
     if (ids.length === 2 && ids.every((x) => /^[\w-]+$/.test(x))) return { page: "compare", ids: [ids[0], ids[1]] };
@@ -89,6 +99,16 @@ export function parseUrl(pathname: string, search = ""): View {
     const tab: KernelTab = t !== null && (KERNEL_TABS as readonly string[]).includes(t) ? (t as KernelTab) : "loop";
     return { page: "compilation", id, view: "kernel", kernel, tab };
   }
+  if (kind === "comments" && (parts.length === 3 || (parts.length === 4 && /^\d+$/.test(parts[3])))) {
+    const status = q.get("status");
+    const akind = q.get("kind");
+    return {
+      page: "compilation", id, view: "comments",
+      ...(parts.length === 4 ? { comment: Number(parts[3]) } : {}),
+      ...(status ? { status } : {}),
+      ...(akind ? { kind: akind } : {}),
+    };
+  }
   if (kind === "graph" && parts.length === 3) {
     const node = q.get("node");
     return { page: "compilation", id, view: "graph", node: node === null || node === "" ? null : node };
@@ -99,6 +119,7 @@ export function parseUrl(pathname: string, search = ""): View {
 /** Formats a view as a path plus query; `parseUrl` of the result gives the view back. */
 export function formatUrl(v: View): string {
   if (v.page === "start") return "/";
+  if (v.page === "signin" || v.page === "signup") return `/${v.page}${v.next ? `?${new URLSearchParams({ next: v.next }).toString()}` : ""}`;
   if (v.page === "notfound") return v.path;
   if (v.page === "compare") return `/compare/${v.ids[0]}...${v.ids[1]}`;
   const base = `/c/${encodeURIComponent(v.id)}`;
@@ -123,6 +144,13 @@ export function formatUrl(v: View): string {
     }
     case "kernel":
       return `${base}/kernel/${encodeURIComponent(v.kernel)}${v.tab === "loop" ? "" : `?tab=${v.tab}`}`;
+    case "comments": {
+      const q = new URLSearchParams();
+      if (v.status) q.set("status", v.status);
+      if (v.kind) q.set("kind", v.kind);
+      const qs = q.toString();
+      return `${base}/comments${v.comment !== undefined ? `/${v.comment}` : ""}${qs ? `?${qs}` : ""}`;
+    }
     case "graph":
       return v.node === null ? `${base}/graph` : `${base}/graph?${new URLSearchParams({ node: v.node }).toString()}`;
   }

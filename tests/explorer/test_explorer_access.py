@@ -15,8 +15,8 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from explorer_async import run_async
-from review_fixtures import compilation, model
 from rest_framework.authtoken.models import Token
+from review_fixtures import compilation, model
 
 from explorer.accounts.models import Membership, Team
 from explorer.compilations.models import Compilation, CompilationEvent

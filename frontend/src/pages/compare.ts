@@ -12,6 +12,23 @@ import { graphIr } from "../lang/graphir";
 import { linkTo } from "../router";
 import { initialState, isDone, reduce } from "../state";
 import { overview, ratio, type CompareSide } from "./compareRows";
+import { anchorLabel, type ReviewComment } from "../review";
+import { reviewApi } from "../reviewapi";
+import { trustedCommentHtml } from "../panes/comments";
+
+/** One side's threads on the compare page: anchor, author, body, a link to each. */
+function sideComments(id: string, label: string, out: HTMLElement): void {
+  reviewApi.comments(id).then(({ comments }) => {
+    const roots = comments.filter((c: ReviewComment) => c.parent === null);
+    replace(out, h("h4", null, `${label} ${id}: ${roots.length} thread(s)`), ...roots.map((c) =>
+      h("div", { class: `compare-comment${c.resolved ? " resolved" : ""}`, dataset: { comment: String(c.id) } },
+        h("a", { href: c.url, class: "anchor-link" }, anchorLabel(c.anchor, c.context.pass_name)),
+        c.outdated ? h("span", { class: "badge outdated-badge" }, " outdated") : null,
+        c.resolved ? h("span", { class: "badge resolved-badge" }, " resolved") : null,
+        h("span", { class: "muted" }, ` ${c.author?.username ?? ""}: `),
+        trustedCommentHtml(c.body_html))));
+  }, () => replace(out, h("p", { class: "muted" }, `${label}: comments unavailable.`)));
+}
 
 interface Side extends CompareSide {
   id: string;
@@ -39,7 +56,12 @@ export function comparePage(ids: [string, string]): ComparePage {
   const kernels = h("section", { class: "card" });
   const irHead = h("div");
   const irHost = h("div", { class: "cm-host diff" });
-  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, h("section", { class: "card" }, irHead, irHost)));
+  const commentsA = h("div", { class: "compare-side-comments" });
+  const commentsB = h("div", { class: "compare-side-comments" });
+  sideComments(ids[0], "A", commentsA);
+  sideComments(ids[1], "B", commentsB);
+  const comments = h("section", { class: "card compare-comments" }, h("h3", null, "Comments"), h("div", { class: "compare-comment-cols" }, commentsA, commentsB));
+  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, h("section", { class: "card" }, irHead, irHost), comments));
   let diff: DiffViewer | null = null;
   let diffKey: [string | undefined, string | undefined] = [undefined, undefined];
   let frame = 0;

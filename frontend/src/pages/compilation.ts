@@ -4,6 +4,11 @@
  * reopened later replays the same stored events, so it shows the same thing.
  */
 import { api, followEvents, type Compilation, type EventFeed } from "../api";
+import { applyReviewMessage, initialReview, loadedReview, threads, type Anchor, type ReviewState } from "../review";
+import { currentUser, followComments, reviewApi, type CommentFeed, type Me } from "../reviewapi";
+import { commentsPane } from "../panes/comments";
+import { openComposer, reviewBar } from "../panes/reviewbar";
+import { userMenu } from "./auth";
 import { emptyState, h, replace } from "../dom";
 import { linkTo, navigate } from "../router";
 import { initialState, isDone, pageStatus, reduce, type CompilationState } from "../state";
@@ -18,7 +23,7 @@ import { summaryPane } from "../panes/summary";
 import { timelinePane } from "../panes/timeline";
 import type { Pane } from "../panes/types";
 
-type Tab = "summary" | "pass" | "graph" | "kernels" | "remarks";
+type Tab = "summary" | "pass" | "graph" | "kernels" | "remarks" | "comments";
 
 function tabOf(v: CompilationView): Tab {
   return v.view === "kernel" ? "kernels" : v.view;
@@ -50,12 +55,29 @@ export function compilationPage(first: CompilationView): CompilationPage {
     const o = other.value.trim().replace(/^.*\/c\//, "").split(/[/?#]/)[0];
     if (e.key === "Enter" && /^[\w-]+$/.test(o)) navigate({ page: "compare", ids: [id, o] });
   });
-  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, h("span", { class: "spacer" }), other, copy, copied);
+  let review: ReviewState = initialReview();
+  let me: Me | null = null;
+  let commentFeed: CommentFeed | null = null;
+  const refreshReview = () =>
+    Promise.all([reviewApi.comments(id), reviewApi.reviews(id)]).then(([c, r]) => {
+      review = loadedReview(review, c.comments, c.review_seq, r.reviews, r.state);
+      schedule();
+    }, () => undefined);
+  const bar = reviewBar(id, () => void refreshReview().then(() => api.compilation(id)).then((c) => c && ((meta = c), schedule())));
+  const onComment = (anchor: Anchor) => {
+    if (!me?.user) {
+      location.assign(`/signin?next=${encodeURIComponent(location.pathname + location.search)}`);
+      return;
+    }
+    const passName = "pass" in anchor ? state.passes[anchor.pass]?.name : undefined;
+    openComposer(id, anchor, passName, () => void refreshReview());
+  };
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, bar.el, h("span", { class: "spacer" }), other, copy, copied, userMenu());
 
   const progress = progressPane();
   const failure = failurePane();
   const timeline = timelinePane();
-  const panes: Record<Tab, Pane> = { summary: summaryPane(), pass: irPane(), graph: graphPane(), kernels: kernelsPane(), remarks: remarksPane() };
+  const panes: Record<Tab, Pane> = { summary: summaryPane(), pass: irPane(), graph: graphPane(), kernels: kernelsPane(), remarks: remarksPane(), comments: commentsPane(() => void refreshReview()) };
   const tabBar = h("nav", { class: "tabs main-tabs", role: "tablist" });
   const content = h("div", { class: "tab-content" }, ...Object.entries(panes).map(([k, p]) => h("div", { class: "tab-panel", dataset: { tab: k } }, p.el)));
   const el = h("div", { class: "compilation" }, header, progress.el, failure.el, h("div", { class: "layout" }, timeline.el, h("div", { class: "main-col" }, tabBar, content)));
@@ -68,6 +90,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
       ["graph", "Fusion graph", { page: "compilation", id, view: "graph", node: view.view === "graph" ? view.node : null }],
       ["kernels", `Kernels${state.kernels.size ? ` (${state.kernels.size})` : ""}`, view.view === "kernel" ? view : { page: "compilation", id, view: "kernels" }],
       ["remarks", `Remarks (${state.passes.reduce((s, p) => s + (p.remarks?.length ?? 0), 0)})`, { page: "compilation", id, view: "remarks" }],
+      ["comments", `Comments (${threads(review).filter((t) => !t.root.resolved).length})`, view.view === "comments" ? view : { page: "compilation", id, view: "comments" }],
     ];
     replace(tabBar, ...items.map(([t, label, v]) => linkTo(h("a", { class: `tab${t === active ? " active" : ""}`, role: "tab", "aria-selected": t === active ? "true" : "false", dataset: { tab: t } }, label), v)));
     for (const panel of content.children) (panel as HTMLElement).hidden = (panel as HTMLElement).dataset.tab !== active;
@@ -85,7 +108,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
   const render = () => {
     frame = 0;
     if (view.view === "pass") lastPass = view.pass;
-    const ctx = { id, state, view, meta };
+    const ctx = { id, state, view, meta, review, onComment };
     showStatus();
     if (state.started) {
       replace(title, h("strong", { class: "model-name" }, state.started.model.name), " → ", h("code", null, state.started.target), h("span", { class: "muted" }, ` · ${meta?.requested_pipeline ?? meta?.pipeline ?? ""} · `), h("code", { class: "muted" }, id));
@@ -94,6 +117,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
     progress.update(ctx);
     failure.update(ctx);
     timeline.update(ctx);
+    bar.update(review, meta, me);
     renderTabs();
     panes[tabOf(view)].update(ctx);
   };
@@ -112,6 +136,16 @@ export function compilationPage(first: CompilationView): CompilationPage {
     (c) => {
       meta = c;
       schedule();
+      void currentUser().then((m) => ((me = m), schedule()));
+      void refreshReview().then(() => {
+        commentFeed = followComments(id, () => review.seq, (m) => {
+          const next = applyReviewMessage(review, m);
+          if (next !== review) {
+            review = next;
+            schedule();
+          }
+        });
+      });
     },
     (e: unknown) => {
       if ((e as { status?: number }).status === 404) missing();
@@ -159,6 +193,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
     destroy() {
       document.removeEventListener("keydown", onKey);
       feed?.close();
+      commentFeed?.close();
       if (frame) cancelAnimationFrame(frame);
       Object.values(panes).forEach((p) => p.destroy?.());
     },

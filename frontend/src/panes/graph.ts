@@ -11,6 +11,7 @@ import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { draw, type Drawing } from "../graph/render";
 import { linkTo, navigate } from "../router";
 import type { FusedGroup, FusedNode, GraphFused } from "../events";
+import { counts } from "../review";
 import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
 
@@ -69,6 +70,7 @@ export function graphPane(): Pane {
   let groups = new Map<string, { group: FusedGroup; index: number }>();
 
   let byName = new Map<string, FusedNode>();
+  let lastReview: PaneContext["review"];
   const findNode = (name: string): FusedNode | undefined => byName.get(name) ?? nodes.get(name);
   const boxFor = (n: FusedNode): string => (collapse.checked && n.group && groups.has(n.group) ? `g:${n.group}` : n.id);
 
@@ -138,8 +140,12 @@ export function graphPane(): Pane {
     const attrs: [string, string][] = n.attributes
       ? Object.entries(n.attributes).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])
       : parseAttributes(irLine);
+    const nComments = ctx.review ? (counts(ctx.review).nodes.get(n.name) ?? 0) : 0;
+    const onComment = ctx.onComment;
     replace(side,
       h("h3", null, n.name),
+      onComment ? h("button", { class: "btn small comment-node", on: { click: () => onComment({ kind: "node", node: n.name }) } }, "💬 Comment on this node") : null,
+      nComments ? linkTo(h("a", { class: "node-comments" }, ` ${nComments} open thread(s)`), { page: "compilation", id, view: "comments", kind: "node" }) : null,
       h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
       g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group"),
       attrs.length ? h("h4", null, "attributes") : null,
@@ -188,6 +194,10 @@ export function graphPane(): Pane {
         if (!userChoseCollapse) collapse.checked = fusion.nodes.length > COLLAPSE_ABOVE;
         void layout();
         return;
+      }
+      if (c.review !== lastReview) {
+        lastReview = c.review;
+        shownNode = undefined; // counts changed: redraw the side panel
       }
       showSelection(!clicked);
       clicked = false;

@@ -1,5 +1,7 @@
 /** IR viewer: graph IR after the selected pass, or a side-by-side diff against the pass before. */
+import { commentGutter, setCommentCounts } from "../commentgutter";
 import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
+import { counts } from "../review";
 import { emptyState, h, replace } from "../dom";
 import { fmtBytes, fmtMs } from "../format";
 import { diffStats, trailingComment } from "../irdiff";
@@ -23,8 +25,12 @@ export function irPane(): Pane {
 
   return {
     el,
-    update({ id, state, view }: PaneContext) {
+    update({ id, state, view, review, onComment }: PaneContext) {
       if (view.view !== "pass") return;
+      const lineCounts = () => {
+        const all = review ? counts(review).irLines : new Map<string, number>();
+        return new Map([...all].filter(([k]) => k.startsWith(`${view.pass}:`)).map(([k, n]) => [Number(k.split(":")[1]), n]));
+      };
       const n = view.pass;
       const pass = state.passes[n];
       const prev = n > 0 ? state.passes[n - 1] : undefined;
@@ -32,6 +38,7 @@ export function irPane(): Pane {
       if (shown && shown.pass === pass && shown.prev === prev && shown.diff === diff) {
         if (shown.line !== view.line && editor && "markLine" in editor) editor.markLine(view.line ?? null);
         shown.line = view.line;
+        if (editor && "view" in editor) setCommentCounts(editor.view, lineCounts());
         return;
       }
       shown = { pass, prev, diff, line: view.line };
@@ -52,6 +59,7 @@ export function irPane(): Pane {
         h("div", { class: "ir-title" },
           n > 0 ? linkTo(h("a", { class: "btn", title: "previous pass" }, "◀"), to(n - 1, view.diff)) : h("span", { class: "btn disabled" }, "◀"),
           h("h2", null, `IR after pass ${n}: `, h("code", null, pass.name), h("code", { class: "muted" }, optionsText(pass.options))),
+          onComment ? h("button", { class: "btn small comment-pass", title: "Comment on this pass", on: { click: () => onComment({ kind: "pass", pass: n }) } }, "💬 Comment on pass") : null,
           n + 1 < state.passes.length ? linkTo(h("a", { class: "btn", title: "next pass" }, "▶"), to(n + 1, view.diff)) : h("span", { class: "btn disabled" }, "▶"),
         ),
         h("div", { class: "ir-meta" },
@@ -83,7 +91,8 @@ export function irPane(): Pane {
               if (name) navigate({ page: "compilation", id, view: "graph", node: name });
             }
           : undefined;
-        const viewer = codeViewer(host, pass.ir, graphIr, toGraph);
+        const gutter = onComment ? [commentGutter(lineCounts(), (line, text) => onComment({ kind: "ir_line", pass: n, line, text }))] : [];
+        const viewer = codeViewer(host, pass.ir, graphIr, toGraph, gutter);
         editor = viewer;
         const mark = view.line;
         if (mark !== undefined) requestAnimationFrame(() => editor === viewer && viewer.markLine(mark));

@@ -1,5 +1,7 @@
 /** Kernels: a sortable timing table with a bar chart; one kernel's loop IR, LLVM IR and asm in tabs. */
+import { commentGutter, setCommentCounts } from "../commentgutter";
 import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
+import { counts, type CodeKind } from "../review";
 import { emptyState, h, replace } from "../dom";
 import { fmtMs, fmtNum, fmtUs } from "../format";
 import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrows";
@@ -19,6 +21,7 @@ const COLUMNS: { key: SortKey; label: string; numeric: boolean }[] = [
   { key: "gbps", label: "GB/s", numeric: true },
 ];
 
+const TAB_CODE: Partial<Record<KernelTab, CodeKind>> = { loop: "loop", llvm: "llvm", opt: "llvm_optimized", asm: "asm" };
 const TAB_LABEL: Record<KernelTab, string> = { loop: "Loop IR", llvm: "LLVM IR", opt: "Optimized LLVM IR", optdiff: "LLVM IR diff", asm: "Assembly" };
 
 function tabText(k: KernelState | undefined, tab: KernelTab): string | undefined {
@@ -44,7 +47,8 @@ export function kernelsPane(): Pane {
     if (!ctx) return;
     const { id, state, view } = ctx;
     const selected = view.view === "kernel" ? view.kernel : null;
-    const key = [state.kernels, state.fusion, selected, sortKey, desc];
+    const key = [state.kernels, state.fusion, selected, sortKey, desc, ctx.review];
+    const kernelComments = ctx.review ? counts(ctx.review).kernels : new Map<string, number>();
     if (!force && key.every((x, i) => x === lastTable[i])) return;
     lastTable = key;
     const rows = sortRows(kernelRows(state), sortKey, desc);
@@ -67,7 +71,8 @@ export function kernelsPane(): Pane {
     }), h("th", { class: "chart" }, "time"));
     const tr = (r: KernelRow) =>
       h("tr", { class: r.kernel === selected ? "selected" : "", dataset: { kernel: r.kernel } },
-        h("td", null, linkTo(h("a", null, r.kernel), { page: "compilation", id, view: "kernel", kernel: r.kernel, tab: view.view === "kernel" ? view.tab : "loop" })),
+        h("td", null, linkTo(h("a", null, r.kernel), { page: "compilation", id, view: "kernel", kernel: r.kernel, tab: view.view === "kernel" ? view.tab : "loop" }),
+          ctx?.onComment ? h("button", { class: "btn tiny comment-kernel-row", title: `Comment on kernel ${r.kernel}`, on: { click: () => ctx?.onComment?.({ kind: "kernel", kernel: r.kernel }) } }, kernelComments.get(r.kernel) ? `💬${kernelComments.get(r.kernel)}` : "💬") : null),
         h("td", { class: "ops", title: r.ops.join(", ") }, r.ops.length ? `${r.ops.length}: ${r.ops.slice(0, 4).join("+")}${r.ops.length > 4 ? "+…" : ""}` : r.status),
         h("td", { class: "num" }, fmtUs(r.us ?? undefined)),
         h("td", { class: "num" }, r.share === null ? "–" : `${(100 * r.share).toFixed(1)}%`),
@@ -97,8 +102,17 @@ export function kernelsPane(): Pane {
     }
     const k = state.kernels.get(view.kernel);
     const text = tabText(k, view.tab);
+    const code = TAB_CODE[view.tab];
+    const lineCounts = () => {
+      const prefix = `${view.kernel}:${code}:`;
+      const all = ctx?.review ? counts(ctx.review).codeLines : new Map<string, number>();
+      return new Map([...all].filter(([x]) => x.startsWith(prefix)).map(([x, n]) => [Number(x.slice(prefix.length)), n]));
+    };
     const key = [view.kernel, view.tab, text, k?.lowered?.schedule, k?.timed];
-    if (key.every((x, i) => x === lastDetail[i])) return;
+    if (key.every((x, i) => x === lastDetail[i])) {
+      if (viewer && "view" in viewer) setCommentCounts(viewer.view, lineCounts());
+      return;
+    }
     lastDetail = key;
     viewer?.destroy();
     viewer = null;
@@ -117,7 +131,10 @@ export function kernelsPane(): Pane {
     );
     const host = h("div", { class: "cm-host" });
     const schedule = k?.lowered?.schedule;
-    replace(detail, h("h2", null, "Kernel ", h("code", null, view.kernel)), facts,
+    const onComment = ctx.onComment;
+    const kernelName = view.kernel;
+    replace(detail, h("h2", null, "Kernel ", h("code", null, view.kernel),
+      onComment ? h("button", { class: "btn small comment-kernel", on: { click: () => onComment({ kind: "kernel", kernel: kernelName }) } }, "💬 Comment on kernel") : null), facts,
       schedule !== undefined && schedule !== null && view.tab === "loop" ? h("details", { class: "schedule" }, h("summary", null, "Schedule"), h("pre", null, typeof schedule === "string" ? schedule : JSON.stringify(schedule, null, 2))) : null,
       tabs, host);
     if (!k && !state.fusion?.groups.some((g) => g.kernel === view.kernel)) {
@@ -129,7 +146,8 @@ export function kernelsPane(): Pane {
       detail.insertBefore(h("div", { class: "diff-labels" }, h("span", null, "LLVM IR as generated"), h("span", null, "after LLVM's optimization passes")), host);
       viewer = diffViewer(host, k?.compiled?.llvm_ir ?? "", text, llvmIr);
     } else {
-      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : view.tab === "asm" ? asm : llvmIr);
+      const gutter = onComment && code ? [commentGutter(lineCounts(), (line, t) => onComment({ kind: "code_line", kernel: kernelName, code, line, text: t }))] : [];
+      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : view.tab === "asm" ? asm : llvmIr, undefined, gutter);
     }
   };
 

@@ -45,8 +45,9 @@ export function remarksPane(): Pane {
     const rows: HTMLElement[] = [];
     let matched = 0;
     let total = 0;
+    const onComment = ctx.onComment;
     state.passes.forEach((p, index) => {
-      for (const raw of p.remarks ?? []) {
+      for (const [ri, raw] of (p.remarks ?? []).entries()) {
         const r = { ...raw, nodes: raw.nodes ?? [], message: raw.message ?? "" };
         total++;
         if (kind.value && r.kind !== kind.value) continue;
@@ -60,6 +61,7 @@ export function remarksPane(): Pane {
             linkTo(h("a", { class: "remark-pass" }, `#${index} ${r.pass || p.name}`), { page: "compilation", id, view: "pass", pass: index, diff: true }),
             h("span", { class: "remark-message", title: r.data && Object.keys(r.data).length ? JSON.stringify(r.data) : undefined }, r.message),
             r.nodes.length ? h("span", { class: "remark-nodes" }, ...r.nodes.slice(0, 12).map((n) => linkTo(h("a", { class: "node-link" }, n), { page: "compilation", id, view: "graph", node: n })), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
+            onComment ? h("button", { class: "btn small comment-remark", title: "Comment on this remark", on: { click: () => onComment({ kind: "remark", pass: index, remark: ri }) } }, "💬") : null,
           ),
         );
       }
@@ -84,7 +86,7 @@ export function remarksPane(): Pane {
   return {
     el,
     update(c) {
-      const changed = !ctx || c.state !== ctx.state || c.view !== ctx.view;
+      const changed = !ctx || c.state !== ctx.state || c.view !== ctx.view || c.onComment !== ctx.onComment;
       ctx = c;
       if (changed) render();
     },

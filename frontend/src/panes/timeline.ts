@@ -3,6 +3,7 @@ import { h, replace } from "../dom";
 import { fmtMs } from "../format";
 import { linkTo, navigate } from "../router";
 import { PASS_OVERHEAD_WORDS, passTimes } from "../stages";
+import { counts, type ReviewState } from "../review";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
@@ -41,15 +42,16 @@ export function timelinePane(): Pane {
     list,
     total,
   );
-  let last: { state: CompilationState; view: CompilationView; q: string; hide: boolean } | null = null;
+  let last: { state: CompilationState; view: CompilationView; q: string; hide: boolean; review?: ReviewState } | null = null;
   let ctx: PaneContext | null = null;
 
   const render = () => {
     if (!ctx) return;
     const { id, state, view } = ctx;
     const q = search.value.trim().toLowerCase();
-    if (last && last.state === state && last.view === view && last.q === q && last.hide === hide.checked) return;
-    last = { state, view, q, hide: hide.checked };
+    if (last && last.state === state && last.view === view && last.q === q && last.hide === hide.checked && last.review === ctx.review) return;
+    last = { state, view, q, hide: hide.checked, review: ctx.review };
+    const commented = ctx.review ? counts(ctx.review).passes : new Map<number, number>();
     const selected = view.view === "pass" ? view.pass : -1;
     const maxMs = Math.max(1e-9, ...state.passes.map((p) => p.duration_ms));
     const rows: HTMLElement[] = [];
@@ -65,6 +67,7 @@ export function timelinePane(): Pane {
           h("span", { class: "pass-name", title: `${p.name}${optionsText(p.options)}` }, p.name),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
           remarksLink(id, p.name, nRemarks),
+          h("span", { class: "pass-comments", title: commented.get(i) ? `${commented.get(i)} open comment thread(s)` : undefined }, commented.get(i) ? `💬${commented.get(i)}` : ""),
           h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
           h("span", { class: "pass-bar-track", title: "share of the slowest pass's time" }, h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } })),
         ),

@@ -1,5 +1,6 @@
 /** What every pane of the compilation page gets: the reduced state and the URL's view. */
 import type { Compilation } from "../api";
+import type { Anchor, ReviewState } from "../review";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 
@@ -8,6 +9,10 @@ export interface PaneContext {
   state: CompilationState;
   view: CompilationView;
   meta: Compilation | null;
+  /** Comments and reviews (absent where a page shows none). */
+  review?: ReviewState;
+  /** Opens the comment composer for an anchor (absent: nobody may comment here). */
+  onComment?: (anchor: Anchor) => void;
 }
 
 export interface Pane {
