@@ -76,7 +76,11 @@ def main() -> int:
     ap.add_argument("--after", type=int, default=-1, metavar="SEQ",
                     help="only the events after this seq (default: all)")
     ap.add_argument("--json", action="store_true", help="print each event whole")
+    ap.add_argument("--token", default=os.environ.get("PRISM_TOKEN"),
+                    help="an API token (POST /api/auth/token; default $PRISM_TOKEN) for a private "
+                         "compilation: without it a private compilation is not found")
     args = ap.parse_args()
+    headers = {"Authorization": f"Token {args.token}"} if args.token else None
     try:
         server, comp_id = parse_target(args.id, args.server)
     except ValueError as exc:
@@ -91,7 +95,7 @@ def main() -> int:
         after = last["seq"] if last is not None else args.after
         url = base + str(after)
         try:
-            with connect(url, max_size=None, open_timeout=30) as ws:
+            with connect(url, max_size=None, open_timeout=30, additional_headers=headers) as ws:
                 for message in ws:
                     last = json.loads(message)
                     print(message if args.json else summary(last), flush=True)

@@ -105,10 +105,14 @@ def test_two_people_review_a_resnet50_compilation(stack, browser):
         sign_in(a, base, "ada", f"/c/{first}/graph?node={node}")
         a.click(".graph-side .comment-node")
         t_node = post_comment(a, f"Why is **{node}** fused here? {XSS}")
+        a.wait_for_selector(".graph-svg .comment-count")  # the node's badge on the graph
+        assert "1 open thread" in a.inner_text(".graph-side")
         a.goto(f"{base}/c/{first}/pass/{fuse}")
         a.wait_for_selector(".ir-pane .cm-comment-gutter")
         a.locator(".ir-pane .cm-comment-gutter .cm-gutterElement").nth(3).click()
         t_line = post_comment(a, "This line: a missed fusion?")
+        a.wait_for_selector(f'.timeline-row[data-index="{fuse}"] .pass-comments:has-text("💬1")')
+        a.wait_for_selector(".ir-pane .comment-mark.has-comments")
 
         threads = a_api.get(f"/api/compilations/{first}/comments").json()["comments"]
         node_c = next(c for c in threads if c["kind"] == "node")

@@ -147,6 +147,7 @@ def test_a_cache_hit_never_hands_out_a_private_compilation(world, settings):
     assert up.status_code == 201 and up.json()["visibility"] == "private"
     sha = up.json()["id"]
     assert outsider.get(f"/api/models/{sha}").status_code == 404
+    assert outsider.patch(f"/api/models/{sha}", {"visibility": "public"}, content_type="application/json").status_code == 404
     request = {"model": sha, "pipeline": "O0", "options": {"benchmark": False}, "visibility": "private"}
     first = owner.post("/api/compilations", request, content_type="application/json").json()
     Compilation.objects.filter(pk=first["id"]).update(status="succeeded")
@@ -171,6 +172,10 @@ def test_a_cache_hit_never_hands_out_a_private_compilation(world, settings):
     # The outsider's unlisted copy is its own; the anonymous request for an unlisted result shares it.
     assert copies[0] != copies[1] and copies[2] == copies[0]
     assert owner.get(f"/api/compilations/{first['id']}").json()["visibility"] == "private"
+    assert world["clients"]["teammate"].patch(f"/api/models/{sha}", {"visibility": "public"},
+                                              content_type="application/json").status_code == 403
+    r = owner.patch(f"/api/models/{sha}", {"visibility": "unlisted"}, content_type="application/json")
+    assert r.status_code == 200 and r.json()["visibility"] == "unlisted" and r.json()["name"] == "secret-name.onnx"
 
 
 def test_private_needs_a_signed_in_owner_and_sign_in_can_be_required(world, settings):

@@ -87,6 +87,20 @@ class ModelDetailView(APIView):
             return error_response(f"no model with id {sha256}", 404)
         return Response(selectors.model_dict(model, request.user))
 
+    @extend_schema(request=VisibilityRequest, responses={200: ModelOut, 403: ErrorOut, 404: ErrorOut})
+    def patch(self, request: Request, sha256: str) -> Response:
+        """Change the visibility of the requester's own upload of these bytes (403 when it has
+        none: others' uploads are theirs; 404 when it may see none)."""
+        model = selectors.model_for(request.user, sha256)
+        if model is None:
+            return error_response(f"no model with id {sha256}", 404)
+        req = VisibilityRequest(data=request.data)
+        req.is_valid(raise_exception=True)
+        if not signed_in(request.user) or not uploads.set_upload_visibility(model, request.user,
+                                                                           req.validated_data["visibility"]):
+            return error_response("only who uploaded a model can change the visibility of its upload", 403)
+        return Response(selectors.model_dict(selectors.model_for(request.user, sha256), request.user))
+
 
 class CompilationListView(APIView):
     @extend_schema(request=CompilationRequest,

@@ -98,6 +98,11 @@ def record_upload(model: UploadedModel, owner, *, name: str, visibility: str | N
     return upload
 
 
+def set_upload_visibility(model: UploadedModel, owner, visibility: str) -> bool:
+    """Change the visibility of `owner`'s own upload of `model`; False when it has none."""
+    return ModelUpload.objects.filter(model=model, owner=owner).update(visibility=visibility) > 0
+
+
 def register_sample(sample_name: str, owner=None) -> tuple[UploadedModel, bool]:
     """Register one of `compiler.samples` as an uploaded model, fetching it if needed; `owner`'s
     upload of it is unlisted unless it made it otherwise (`record_upload`).

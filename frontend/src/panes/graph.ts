@@ -90,6 +90,7 @@ export function graphPane(): Pane {
       for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) kernelUs.set(k.name, k.timed.median_us);
       drawing = draw({ laid: graph, built, nodes, groups, kernelUs, onSelect: select });
       replace(canvas, drawing.svg);
+      markCommented();
       drawing.home();
       replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       shownNode = undefined;
@@ -97,6 +98,24 @@ export function graphPane(): Pane {
     } catch (e) {
       if (mine !== generation) return;
       replace(canvas, emptyState("The graph could not be laid out.", e instanceof Error ? e.message : String(e)));
+    }
+  };
+
+  /** A "💬n" badge on each node with open comment threads (a corner of its box). */
+  const markCommented = () => {
+    if (!drawing) return;
+    for (const old of drawing.svg.querySelectorAll(".comment-count")) old.remove();
+    const byNode = ctx?.review ? counts(ctx.review).nodes : new Map<string, number>();
+    for (const [name, n] of byNode) {
+      const node = findNode(name);
+      const box = node ? drawing.svg.querySelector(`g.gnode[data-id="${CSS.escape(boxFor(node))}"]`) : null;
+      if (!box) continue;
+      const badge = document.createElementNS("http://www.w3.org/2000/svg", "text");
+      badge.setAttribute("class", "comment-count");
+      badge.setAttribute("x", "-6");
+      badge.setAttribute("y", "-2");
+      badge.textContent = `💬${n}`;
+      box.appendChild(badge);
     }
   };
 
@@ -197,7 +216,8 @@ export function graphPane(): Pane {
       }
       if (c.review !== lastReview) {
         lastReview = c.review;
-        shownNode = undefined; // counts changed: redraw the side panel
+        shownNode = undefined; // counts changed: redraw the side panel and the badges
+        markCommented();
       }
       showSelection(!clicked);
       clicked = false;
