@@ -74,6 +74,8 @@ export interface CreateCompilation {
   target: string;
   pipeline: string;
   input_shapes: Record<string, number[]>;
+  /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */
+  visibility?: "private" | "unlisted" | "public";
 }
 
 export class ApiError extends Error {

@@ -8,6 +8,7 @@ import { fmtBytes, fmtShape } from "../format";
 import { linkTo, navigate } from "../router";
 import { prefill, readShapes } from "../shapes";
 import { pipelineForm } from "./pipelineform";
+import { currentUser } from "../reviewapi";
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -179,6 +180,13 @@ export function startPage(): HTMLElement {
     if (targets.some((t) => t.name === "host")) targetSel.value = "host";
     showTarget();
     const pipe = pipelineForm(pipelines, passes);
+    const visibility = h("select", { class: "visibility-choice", "aria-label": "Visibility" },
+      h("option", { value: "unlisted" }, "unlisted — anyone with the link"),
+      h("option", { value: "public" }, "public — listed"),
+      h("option", { value: "private", disabled: true }, "private — you and your teams (sign in)"));
+    void currentUser().then((me) => {
+      if (me.user) visibility.querySelector<HTMLOptionElement>("option[value=private]")!.disabled = false;
+    });
     const submit = h("button", { class: "btn primary compile" }, "Compile");
     const msg = h("p", { class: "submit-message", role: "status" });
     submit.addEventListener("click", async () => {
@@ -195,7 +203,7 @@ export function startPage(): HTMLElement {
       msg.className = "submit-message";
       replace(msg, "Submitting…");
       try {
-        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes });
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, visibility: visibility.value as "private" | "unlisted" | "public" });
         navigate({ page: "compilation", id: c.id, view: "summary" });
       } catch (e) {
         submit.disabled = false;
@@ -210,6 +218,7 @@ export function startPage(): HTMLElement {
       h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"))), h("tbody", null, ...inputRows)),
       h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
       pipe.el,
+      h("div", { class: "field" }, h("label", null, "Visibility "), visibility),
       h("div", { class: "field" }, submit, msg));
     configure.hidden = false;
     configure.scrollIntoView({ behavior: "smooth", block: "start" });
