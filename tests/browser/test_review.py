@@ -169,6 +169,11 @@ def test_two_people_review_a_resnet50_compilation(stack, browser):
         listed = a_api.get(f"/api/compilations/{second}/comments").json()["comments"]
         assert all(c["resolved"] for c in listed)
         shot(a, "review-03-approved")
+        b.goto(f"{base}/compare/{first}...{second}")  # both sides' comments
+        b.wait_for_selector(".compare-comments .compare-side-comments h4")
+        sides = b.locator(".compare-side-comments")
+        assert "2 thread(s)" in sides.nth(0).inner_text() and "2 thread(s)" in sides.nth(1).inner_text()
+        assert b.locator(".compare-comments img, .compare-comments script").count() == 0
     finally:
         ctx_a.close()
         ctx_b.close()
