@@ -16,8 +16,8 @@ Floating point: IEEE semantics, no fast-math flags, except that ``a * b + c`` in
 as ``llvm.fma`` (one rounding instead of two; ONNX does not fix the rounding of a product sum, and
 ONNX Runtime's MLAS kernels use FMA too) on targets with hardware FMA; on others (x86-64-v2) it
 stays ``fmul`` + ``fadd``, since ``llvm.fma`` would become a libm ``fmaf`` call per element. Reductions keep their sequential order per lane (no
-``reassoc``), so no reduction is reordered. ``tanh`` is computed as ``sign(x)(1-e)/(1+e)``,
-``e = exp(-2|x|)``, and ``erf`` with Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7). Integer
+``reassoc``), so no reduction is reordered. ``exp``, ``tanh`` and ``erf`` are vector
+polynomials (``compiler.codegen.intrinsics``, with their error bounds). Integer
 ``//`` and ``%`` are emitted as ``sdiv``/``srem``: the lowering only divides non-negative indices.
 """
 
@@ -48,6 +48,7 @@ from ..loops.ir import (
     free_vars,
     substitute,
 )
+from ..loops.ir import linear_coeff as _linear
 from .intrinsics import Intrinsics, _suffix
 
 I64 = ir.IntType(64)
@@ -61,27 +62,6 @@ MTYPE = dict(LTYPE, bool=ir.IntType(8))  # in memory a bool is a byte
 
 def _isf(dt: str) -> bool:
     return dt in ("f32", "f64")
-
-
-def _linear(e: Expr, v: str) -> int | None:
-    """Coefficient c when ``e == c * v + (terms free of v)``, else None."""
-    if isinstance(e, Var):
-        return 1 if e.name == v else 0
-    if isinstance(e, Int):
-        return 0
-    if isinstance(e, Bin) and e.op in ("+", "-"):
-        a, b = _linear(e.a, v), _linear(e.b, v)
-        if a is None or b is None:
-            return None
-        return a + b if e.op == "+" else a - b
-    if isinstance(e, Bin) and e.op == "*":
-        a, b = _linear(e.a, v), _linear(e.b, v)
-        if a == 0 and isinstance(e.a, Int) and b is not None:
-            return e.a.value * b
-        if b == 0 and isinstance(e.b, Int) and a is not None:
-            return e.b.value * a
-        return 0 if a == 0 and b == 0 else None
-    return 0 if v not in free_vars(e) else None
 
 
 def _unclamp(e: Expr) -> Expr:
@@ -132,7 +112,7 @@ class KernelCodegen:
         self.vlocal: dict[str, int] = {}
         self.env: dict[str, _V] = {}
         self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
-        self.intr = Intrinsics(module)
+        self.intr = Intrinsics(module, fma)
         self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
 
     def emit(self) -> ir.Function:

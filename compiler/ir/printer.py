@@ -112,9 +112,11 @@ def _node_lines(node: Node, indent: str) -> list[str]:
     results = ", ".join(name_ref(v.name) for v in node.outputs)
     types = ", ".join(_type(v) for v in node.outputs)
     if isinstance(node, FusedGroup):
+        extra = {k: v for k, v in node.attrs.items() if k not in ("kind", "kernel")}  # e.g. a recognised pattern
+        ex = " {" + ", ".join(f"{k} = {format_attr(extra[k])}" for k in sorted(extra)) + "}" if extra else ""
         head = (
             f"{indent}{results} = prism.fused_group @{node.kernel} [{node.kind}]"
-            f"({_operands(node)}) : {types} {{"
+            f"({_operands(node)}){ex} : {types} {{"
         )
         lines = [head]
         params = ", ".join(f"{name_ref(v.name)}: {_type(v)}" for v in node.body.inputs)

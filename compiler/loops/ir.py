@@ -295,6 +295,28 @@ def flat_index(buf: Buffer, indices: tuple[Expr, ...] | list[Expr]) -> Expr:
     return off
 
 
+def linear_coeff(e: Expr, v: str) -> int | None:
+    """Coefficient c when ``e == c * v + (terms free of v)``, else None (a ``//``, ``%``, ``min`` ...
+    of ``v``): c = 1 in a flat index means consecutive ``v`` are consecutive elements."""
+    if isinstance(e, Var):
+        return 1 if e.name == v else 0
+    if isinstance(e, Int):
+        return 0
+    if isinstance(e, Bin) and e.op in ("+", "-"):
+        a, b = linear_coeff(e.a, v), linear_coeff(e.b, v)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "+" else a - b
+    if isinstance(e, Bin) and e.op == "*":
+        a, b = linear_coeff(e.a, v), linear_coeff(e.b, v)
+        if a == 0 and isinstance(e.a, Int) and b is not None:
+            return e.a.value * b
+        if b == 0 and isinstance(e.b, Int) and a is not None:
+            return e.b.value * a
+        return 0 if a == 0 and b == 0 else None
+    return 0 if v not in free_vars(e) else None
+
+
 # traversal -------------------------------------------------------------------------------------
 def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Bin):

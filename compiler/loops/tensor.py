@@ -52,10 +52,14 @@ def broadcast_to(t: Tensor, out_shape: Sequence[int]) -> Tensor:
 
 
 def unravel(flat: Expr, shape: Sequence[int]) -> list[Expr]:
-    """Row-major multi-index of a flat offset."""
+    """Row-major multi-index of a flat offset ``0 <= flat < prod(shape)``. The outermost dim that is
+    not 1 takes the quotient without a modulo (it is in range), so an offset into a shape with one
+    non-unit dim stays the offset itself: affine, and a contiguous vector access where it was one."""
     out: list[Expr] = []
-    for d in reversed(shape):
-        out.append(floormod(flat, d) if d != 1 else Int(0))
+    outer = next((k for k, d in enumerate(shape) if d != 1), len(shape))
+    for k in range(len(shape) - 1, -1, -1):
+        d = shape[k]
+        out.append(Int(0) if d == 1 else flat if k == outer else floormod(flat, d))
         flat = floordiv(flat, d)
     return list(reversed(out))
 

@@ -19,6 +19,7 @@ PASS_MODULES: dict[str, str] = {
     "eliminate-dead-code": "eliminate_dead_code",
     "eliminate-common-subexpressions": "eliminate_common_subexpressions",
     "fold-batchnorm": "fold_batchnorm",
+    "fuse-layer-norm": "fuse_layer_norm",
     "fuse-ops": "fuse_ops",
     "plan-memory": "plan_memory",
 }

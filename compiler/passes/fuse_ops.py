@@ -13,14 +13,18 @@ post-dominator ``D`` when every path from the node to ``D`` stays fusable:
 - elementwise/broadcast groups: into ``D`` when the paths are at most injective and ``D`` is
   elementwise, broadcast, injective or a reduction (elementwise chains; reductions with their
   elementwise producers);
-- phase 1, injective groups: into an injective ``D`` through injective paths (injective chains).
+- phase 1, injective groups: into an injective ``D`` through injective paths (injective chains);
+  a chain of view ops (:data:`OPERAND_VIEWS`: Transpose, Reshape, Squeeze, Unsqueeze, Flatten,
+  Split, Slice, Identity) whose only consumer is a MatMul anchor joins that MatMul's group as its
+  operand access: the micro-kernel reads the buffer in place through the index remap (``Q K^T``
+  reads K as the projection wrote it), so the transposed copy is never materialized.
 A node whose output has several consumers is fused only when all its paths re-converge at its
 post-dominator inside the group; otherwise a missed remark names the consumers. An epilogue must
 have the anchor's output shape: a broadcast that grows the result (MatMul ``[3,1]`` + Add ``[1,4]``
 -> ``[3,4]``) is a broadcast edge, not fused, with a missed remark giving both shapes.
 
 Deviations from TVM, on purpose: an elementwise producer is never fused *into* an anchor (as a
-prologue) nor into an anchor's group from the side: the back end's Conv/MatMul micro-kernels read
+prologue; view ops into a MatMul are an index remap, not a computation, and are the exception) nor into an anchor's group from the side: the back end's Conv/MatMul micro-kernels read
 their operands from packed memory and apply the epilogue to the accumulators, so a prologue
 would be recomputed once per use (K·kh·kw times). Each group has at most one anchor. Groups are
 limited to ``max-group-size`` nodes (default 32, well above ResNet-50's Conv+Add+Relu or
@@ -56,6 +60,7 @@ from .fusion_graph import (
     post_dominators,
 )
 
+OPERAND_VIEWS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Split", "Slice", "Identity"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
                "Selu", "PRelu", "Softplus", "Gelu", "Mish"}
 
@@ -162,6 +167,9 @@ class FuseOps(Pass):
 
             def fcond(kind: int, is_sink: bool) -> bool:
                 return kind <= INJECTIVE or (is_sink and kind == REDUCTION)
+        elif gp == INJECTIVE and phase == 1 and self._operand_view(root, fnodes, groups, sink, sink_root):
+            def fcond(kind: int, is_sink: bool) -> bool:
+                return is_sink
         elif gp == INJECTIVE:
             if phase != 1 or dom.pattern > INJECTIVE:
                 return
@@ -199,9 +207,24 @@ class FuseOps(Pass):
             groups.merge(j, sink)
         remarks.append(self._applied(gp, fnodes, groups, root, src_members, new, sink))
 
+    @staticmethod
+    def _operand_view(root: int, fnodes: list[FNode], groups: Groups, sink: int, sink_root: int) -> bool:
+        """True when the injective group ``root`` is a chain of view ops read only by the MatMul
+        ``sink``, which anchors its own group (see the module docstring)."""
+        if fnodes[sink].node.op_type != "MatMul" or groups.anchor[sink_root] != sink:
+            return False
+        members = [f for f in fnodes if groups.find(f.index) == root]
+        return all(f.node.op_type in OPERAND_VIEWS for f in members) and all(
+            groups.find(j) == root or j == sink for f in members for j, _ in f.outputs)
+
     def _applied(self, gp: int, fnodes: list[FNode], groups: Groups, root: int,
                  src_members: list[int], new: list[Node], sink: int) -> Remark:
         sink_node = fnodes[sink].node
+        if gp == INJECTIVE and fnodes[sink].node.op_type == "MatMul" and groups.anchor[groups.find(sink)] == sink:
+            chain = [fnodes[i].node for i in src_members]
+            msg = (" + ".join(n.label for n in chain) + f" fused into {sink_node.label} as its operand access: "
+                   "read in place through the index remap, no copy")
+            return self.remark("applied", msg, [n.label for n in chain] + [sink_node.label])
         if gp == OUT_EWISE:
             anchor = fnodes[groups.anchor[groups.find(sink)]].node  # type: ignore[index]
             msg = (f"fused {anchor.label} + " + " + ".join(_with_role(n) for n in new)

@@ -192,10 +192,11 @@ def test_multi_output_node_read_twice_by_one_consumer():
     result = FuseOps().run(g, PassContext())
     assert [(n.kernel, [b.name for b in n.body.nodes]) for n in g.nodes] == [
         ("fused_split_relu_concat_0", ["Split", "Relu", "Concat"]),
-        ("fused_split_0", ["Split_1"]), ("fused_matmul_0", ["MatMul"])]
+        ("fused_split_matmul_0", ["Split_1", "MatMul"])]  # a view op read only by a MatMul: its operand access
     assert [r.message for r in result.remarks if r.kind != "analysis"] == [
         "fused Relu + Concat into an injective consumer (Concat: injective)",
         "fused Split + Relu + Concat as injective chain (Concat: injective)",
+        "Split_1 fused into MatMul as its operand access: read in place through the index remap, no copy",
     ]
     x = np.arange(4, dtype=np.float32).reshape(1, 4) - 2
     z = np.arange(8, dtype=np.float32).reshape(4, 2)
@@ -244,3 +245,30 @@ def test_random_dags_fuse_into_a_valid_schedule_with_same_results(seed):
     x = np.random.default_rng(seed).standard_normal((3, 3)).astype(np.float32)
     for got, want in zip(run_reference(g, {"x": x}), run_ort(m, {"x": x}), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_view_ops_fuse_into_matmul_as_operand_access():
+    """Reshape -> Transpose feeding only a MatMul join its group (read in place); a Transpose with a
+    second consumer stays its own kernel."""
+    m = model([
+        helper.make_node("Reshape", ["k", "shp"], ["k4"], name="reshape"),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1], name="transpose"),
+        helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 1, 3, 2], name="t2"),
+        helper.make_node("MatMul", ["s", "q"], ["y"], name="pv"),
+        helper.make_node("Add", ["qt", "qt"], ["z"], name="twice"),
+    ], [("k", F, [1, 6, 8]), ("q", F, [1, 2, 6, 4])], [("y", F, [1, 2, 6, 4]), ("z", F, [1, 2, 4, 6])],
+        inits=[("shp", np.array([1, 6, 2, 4], np.int64))])
+    g = from_onnx(m)
+    result = FuseOps().run(g, PassContext())
+    verify_graph(g)
+    groups = {n.kernel: [x.op_type for x in n.body.nodes] for n in g.nodes if isinstance(n, FusedGroup)}
+    assert groups["fused_reshape_transpose_matmul_0"] == ["Reshape", "Transpose", "MatMul"]
+    assert ["Transpose", "Add"] in groups.values()  # t2 is not read by a MatMul: an ordinary injective chain
+    assert ("applied", "reshape + transpose fused into scores as its operand access: read in place through the "
+            "index remap, no copy") in [(r.kind, r.message) for r in result.remarks]
+    rng = np.random.default_rng(0)
+    feeds = {"k": rng.standard_normal((1, 6, 8)).astype(np.float32), "q": rng.standard_normal((1, 2, 6, 4)).astype(
+        np.float32)}
+    for a, b in zip(run_reference(g, feeds), run_ort(m, feeds), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
