@@ -2,8 +2,8 @@
 
 ``PrismBackend.prepare(model, device="CPU", pipeline="O2")`` checks the model and returns a
 :class:`PrismRep`; ``rep.run(inputs)`` specializes the model to the shapes of ``inputs``, compiles
-it with the real compiler (frontend -> graph passes -> lowering and schedules -> LLVM codegen,
-``compiler.runtime.execute.compile_program``) for the ``host`` target, executes it and returns the
+it with the real compiler (the staged driver, ``compiler.driver.compile_program``: ONNX-level
+passes -> graph IR -> graph passes -> lowering and schedules -> LLVM codegen -> link) for the ``host`` target, executes it and returns the
 outputs as a namedtuple (``onnx.backend.base.namedtupledict``), as the ONNX backend test runner
 expects. A compiled program is cached per tuple of input shapes (and dtypes): a new shape compiles
 again, the same shape does not.
@@ -57,8 +57,12 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
+from .driver import compile_program
 from .errors import CompileError
-from .runtime.execute import Program, compile_program, run_program, run_program_isolated
+from .frontend.bounded import trim_outputs
+from .frontend.narrow_types import legalize, narrow_outputs, uses_narrow_types, widen
+from .frontend.sequence_io import flatten_inputs, rebuild_outputs
+from .runtime.execute import Program, run_program, run_program_isolated
 
 # (op type, input index) whose value determines an output shape or a compile-time parameter
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -158,8 +162,6 @@ class PrismRep(BackendRep):
 
     def __init__(self, model: onnx.ModelProto, *, pipeline: str = "O2", target: str = "host",
                  isolate: bool = True, timeout_s: float = 300.0) -> None:
-        from .frontend.narrow_types import legalize, narrow_outputs, uses_narrow_types
-
         self.narrow_outputs = narrow_outputs(model)  # {output index: storage dtype}
         if uses_narrow_types(model):  # narrow storage, wider compute (compiler.frontend.narrow_types)
             model = legalize(model)
@@ -207,23 +209,14 @@ class PrismRep(BackendRep):
             tuple((n, v.tobytes()) for n, v in vals.items())
         prog = self.programs.get(key)
         if prog is None:
-            from .frontend.bounded import bound_outputs
-
             model = bind_values(self.model, vals) if vals else self.model
             shapes = {n: list(a.shape) for n, a in named.items() if n not in vals}
-            layout = None
-            if self.sequence_outputs:  # resolved here to learn the element outputs
-                from .frontend.sequence_io import output_layout
-                from .runtime.execute import prepare_model
-
-                model = prepare_model(model, shapes)
-                layout = ([o.name for o in model.graph.output], output_layout(model))
-            known = dict(shapes, **{t.name: list(t.dims) for t in model.graph.initializer})
-            model, trims = bound_outputs(model, known, {n: a.dtype for n, a in named.items()})
-            prog = compile_program(model, shapes, pipeline=self.pipeline, target=self.target)
+            comp = compile_program(model, shapes, pipeline=self.pipeline, target=self.target)
+            assert comp.program is not None
+            prog = comp.program
             self.programs[key] = prog
-            self.trims[id(prog)] = trims
-            self.layouts[id(prog)] = layout
+            self.trims[id(prog)] = comp.trims
+            self.layouts[id(prog)] = (comp.flat_outputs, comp.sequence_layout) if self.sequence_outputs else None
         return prog, [a for n, a in named.items() if n not in vals]
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -234,9 +227,6 @@ class PrismRep(BackendRep):
         """
         if self.sequence_inputs:
             return self._run_flattened(inputs)
-        from .frontend.bounded import trim_outputs
-        from .frontend.narrow_types import widen
-
         prog, arrays = self.program_for([widen(a) for a in self._inputs(inputs)])
         if self.isolate:
             outs = run_program_isolated(prog, arrays, timeout_s=self.timeout_s)
@@ -248,8 +238,6 @@ class PrismRep(BackendRep):
         if trims:  # bounded outputs (compiler.frontend.bounded): keep the valid prefix, drop the counts
             outs = trim_outputs(outs, trims, n_out)
         if layout is not None:
-            from .frontend.sequence_io import rebuild_outputs
-
             outs = rebuild_outputs(self.output_names, layout[0], outs, layout[1])
         return namedtupledict("Outputs", self.output_names)(*self._narrowed(outs))
 
@@ -266,8 +254,6 @@ class PrismRep(BackendRep):
     def _run_flattened(self, inputs: Any) -> tuple[Any, ...]:
         """Run with sequence/optional inputs given as lists/None: each element becomes a tensor input
         of a child model compiled for that structure (``compiler.frontend.sequence_io``)."""
-        from .frontend.sequence_io import flatten_inputs
-
         model, flat = flatten_inputs(self.model, dict(zip(self.input_names, self._inputs(inputs), strict=True)))
         key = tuple(flat)
         child = self.children.get(key)

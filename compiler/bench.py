@@ -46,7 +46,7 @@ def result_row(name: str, r: Any, wall_s: float) -> dict[str, Any]:
     """One model's table row from its ``compiler.CompileResult``: ``model``, ``ok``, ``error``,
     ``wall_s``, ``compile_s`` and, when it compiled, ``prism_ms``, ``onnxruntime_ms`` and ``ratio``
     (None where ONNX Runtime could not run the model), ``max_abs_error``, ``passed``, ``verified``
-    (False when the comparison did not run; ``message`` then says why: ``compiler.build.run_backend``),
+    (False when the comparison did not run; ``message`` then says why: ``compiler.driver.run.verify``),
     ``kernels``, ``distinct``."""
     row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(wall_s, 2)}
     st = r.stage_ms

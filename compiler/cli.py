@@ -18,7 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import api, samples
+from .api import compile as compile_model
+from .api import inspect_model
 from .errors import CompileError
+from .frontend import parse_input_shape
+from .result import json_default
 
 
 def _mib(n: Any) -> str:
@@ -51,9 +56,7 @@ def _emit_files(emit_dir: Path, report: dict[str, Any], events: list[dict[str, A
             for key, suffix in (("llvm_ir", ".ll"), ("llvm_ir_optimized", ".opt.ll"), ("asm", ".s")):
                 if e.get(key):
                     (emit_dir / f"{k}{suffix}").write_text(str(e[key]))
-    from .api import _json_default
-
-    (emit_dir / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
+    (emit_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default) + "\n")
 
 
 def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
@@ -62,7 +65,7 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
         m = e["model"]
         print(f"compiling {m['name']} (opset {m['opset']}, sha256 {m['sha256'][:12]}) for {e['target']}")
         print(f"pipeline: {e['pipeline'] or '(empty)'}")
-        for note in (m.get("storage") or {}).get("notes", []):  # narrow storage types (compiler.api.legalize_model)
+        for note in (m.get("storage") or {}).get("notes", []):  # narrow storage types (compiler.driver.request.legalize_model)
             print(f"storage: {note}")
     elif t == "pass.finished":
         s = e["stats"]
@@ -94,8 +97,6 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def _resolve_model(model: str, shapes: dict[str, list[int]]) -> tuple[str, dict[str, list[int]] | None]:
-    from . import samples
-
     if not Path(model).exists() and model in samples.SAMPLES:
         path = samples.fetch(model)
         sample_shapes = samples.SAMPLES[model].input_shapes
@@ -105,18 +106,13 @@ def _resolve_model(model: str, shapes: dict[str, list[int]]) -> tuple[str, dict[
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .api import compile as compile_model
-    from .frontend import parse_input_shape
-
     shapes: dict[str, list[int]] = {}
     for text in args.input_shape or []:
         name, dims = parse_input_shape(text)
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
     if args.random_weights is not None:
-        from .samples import randomized
-
-        model = randomized(model, seed=args.random_weights)  # type: ignore[assignment]
+        model = samples.randomized(model, seed=args.random_weights)  # type: ignore[assignment]
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            on_event=on_event, verify=args.verify, benchmark=args.benchmark,
@@ -140,8 +136,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .api import inspect_model
-
     model, _ = _resolve_model(args.model, {})
     print(json.dumps(inspect_model(model), indent=1))
     return 0
@@ -172,8 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_inspect)
     for name, fn in (("passes", "list_passes"), ("pipelines", "list_pipelines"), ("targets", "list_targets")):
         p = sub.add_parser(name, help=f"list {name}")
-        p.set_defaults(func=lambda a, fn=fn: (print(json.dumps(getattr(__import__("compiler.api").api, fn)(),
-                                                                 indent=1, default=str)), 0)[1])
+        p.set_defaults(func=lambda a, fn=fn: (print(json.dumps(getattr(api, fn)(), indent=1, default=str)), 0)[1])
     return ap
 
 

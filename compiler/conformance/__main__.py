@@ -34,6 +34,14 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import onnx
+
+from ..api import expand_pipeline
+from ..errors import CompileError
+from .cases import SUITES, all_cases
+from .runner import run_cases
+from .skips import load_skips, skip_reason
+
 STATUSES = ("passed", "failed", "error", "crash", "timeout", "skipped")
 
 
@@ -113,9 +121,6 @@ def _regex(text: str) -> re.Pattern[str]:
 def _pipeline(text: str) -> str:
     """``--pipeline``'s type: the text unchanged when ``compiler.expand_pipeline`` accepts it, else
     argparse's one-line error with the compiler's message (unknown pass, valid passes and presets)."""
-    from compiler.api import expand_pipeline
-    from compiler.errors import CompileError
-
     try:
         expand_pipeline(text)
     except CompileError as e:
@@ -124,10 +129,6 @@ def _pipeline(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cases import SUITES, all_cases
-    from .runner import run_cases
-    from .skips import load_skips, skip_reason
-
     ap = argparse.ArgumentParser(prog="python -m compiler.conformance", description=__doc__.split("\n")[0],
                                  formatter_class=_Defaults)
     ap.add_argument("--suite", action="append", choices=SUITES,
@@ -181,8 +182,6 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - t0
     print(f"wall time {elapsed:.0f} s", file=sys.stdout)
     if args.report:
-        import onnx
-
         rep = {"version": 1, "onnx_version": onnx.__version__, "command": "python -m compiler.conformance " +
                " ".join(argv if argv is not None else sys.argv[1:]), "pipeline": args.pipeline,
                "subset": args.subset, "wall_s": round(elapsed, 1), "summary": summary,

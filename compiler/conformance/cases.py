@@ -21,6 +21,7 @@ import glob
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,8 +129,8 @@ def _node_op(name: str, model: onnx.ModelProto, by_name: dict[str, str]) -> str:
 
 def node_cases() -> list[Case]:
     """The node test cases of the installed ``onnx`` (sorted by name)."""
-    import warnings
-
+    # deferred: onnx.backend.test.case.node imports every node test module (~1,900 cases), which
+    # only the node suite needs
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):

@@ -29,6 +29,7 @@ import pickle
 import sys
 import time
 import traceback
+import warnings
 from typing import Any
 
 import numpy as np
@@ -70,17 +71,18 @@ def compare(outputs: list[Any], expected: list[Any], rtol: float, atol: float) -
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Run one case; never raises."""
+    # deferred until main() has pointed sys.stdout at stderr: nothing the compiler's imports print
+    # can reach the result stream
     import onnx
 
     from compiler.backend import PrismBackend
+    from compiler.conformance.cases import Case
     from compiler.errors import CompileError
 
     t0 = time.perf_counter()
     res: dict[str, Any] = {"status": "passed", "stage": None, "message": ""}
     try:
         if job.get("model") is None:
-            from compiler.conformance.cases import Case
-
             c = Case(job["name"], job["suite"], "", path=job["path"])
             c.load()
             model, data_sets = c.model, c.data_sets
@@ -107,8 +109,6 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import warnings
-
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
     for line in sys.stdin:

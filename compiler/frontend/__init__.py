@@ -12,7 +12,7 @@ from onnx import ModelProto, TensorProto
 
 from ..errors import CompileError
 from ..ir import Graph
-from .importer import import_model, type_from_proto
+from .importer import check_opset, default_opset, import_model, type_from_proto
 from .load import ModelSource, read_model
 from .specialize import (
     InputShapes,
@@ -73,8 +73,6 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
     outside 7 to the installed onnx's latest opset.
     """
     proto, _ = read_model(model)
-    from .importer import check_opset, default_opset
-
     opset = default_opset(proto)
     check_opset(opset)
     ins, outs = describe_io(proto)

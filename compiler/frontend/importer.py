@@ -19,11 +19,11 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, numpy_helper
 
 from ..errors import CompileError
 from ..ir import Graph, IRError, Node, TensorType, UnsupportedDType, Value
+from ..ir.types import UNKNOWN_DIM, type_from_proto
 from .load import check_strings
 
 MIN_OPSET, MAX_OPSET = 7, max(21, onnx.defs.onnx_opset_version())  # up to the installed onnx's
 DEFAULT_DOMAINS = ("", "ai.onnx")
-UNKNOWN_DIM = "?"
 
 
 def default_opset(proto: ModelProto) -> int:
@@ -41,31 +41,6 @@ def check_opset(version: int) -> None:
         raise CompileError(
             "import", f"opset {version} of the default domain is not supported (supported: {MIN_OPSET} to {MAX_OPSET})"
         )
-
-
-def type_from_proto(tp: onnx.TypeProto, what: str) -> TensorType | None:
-    """TypeProto -> TensorType; ``None`` when no type is given. Non-tensor types are refused."""
-    kind = tp.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind != "tensor_type":
-        raise CompileError("import", f"{what} has type {kind}; only tensors are supported")
-    tt = tp.tensor_type
-    try:
-        elem = TensorType.of(int(tt.elem_type), None).elem_type
-    except UnsupportedDType as exc:
-        raise CompileError("import", f"{what}: {exc}") from None
-    if not tt.HasField("shape"):
-        return TensorType(elem, None)
-    dims: list[int | str] = []
-    for d in tt.shape.dim:
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        elif d.dim_param:
-            dims.append(d.dim_param)
-        else:
-            dims.append(UNKNOWN_DIM)
-    return TensorType(elem, tuple(dims))
 
 
 def tensor_to_array(t: onnx.TensorProto, what: str) -> np.ndarray:
@@ -96,7 +71,7 @@ class _Importer:
             raise CompileError("import", f"{what} {name!r} is defined twice: already defined {where}",
                                node=(node.name or None) if node is not None else None,
                                op=node.op_type if node is not None else None)
-        g._register(value, exact=False)
+        g.define(value)
         scope.maps[0][name] = value
         return value
 
@@ -243,8 +218,7 @@ class _Importer:
         node = Node(n.op_type, inputs, outs, attrs, name=n.name, domain=domain)
         node.graph = g
         if n.name:
-            node.name = g.fresh_node_name(n.name)
-            g._node_names.add(node.name)
+            node.name = g.claim_node_name(n.name)
         g.nodes.append(node)
 
 

@@ -22,11 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from .scope import IRError, Scope
 from .types import TensorType
-
-
-class IRError(Exception):
-    """An IR invariant is broken (raised by the verifier and by IR mutations)."""
 
 
 class Value:
@@ -194,7 +191,7 @@ class FusedGroup(Node):
 _NAME_OK = re.compile(r"^[A-Za-z0-9_.:/\-]+$")
 
 
-class Graph:
+class Graph(Scope):
     """A graph in topological order.
 
     Attributes:
@@ -216,67 +213,24 @@ class Graph:
         self.opset_imports: dict[str, int] = dict(parent.opset_imports) if parent else {}
         self.parent = parent
         self.metadata: dict[str, Any] = {}
-        self._names: dict[str, Value] = parent._names if parent is not None else {}
-        self._node_names: set[str] = parent._node_names if parent is not None else set()
-
-    # names -----------------------------------------------------------------------------------
-    def fresh_name(self, base: str) -> str:
-        """A value name not yet used in this scope, derived from ``base``."""
-        if base and base not in self._names:
-            return base
-        base = base or "v"
-        i = 1
-        while f"{base}_{i}" in self._names:
-            i += 1
-        return f"{base}_{i}"
-
-    def fresh_node_name(self, base: str) -> str:
-        if base and base not in self._node_names:
-            return base
-        i = 1
-        while f"{base}_{i}" in self._node_names:
-            i += 1
-        return f"{base}_{i}"
-
-    def lookup(self, name: str) -> Value | None:
-        """The value of that name in this scope (including outer scopes of subgraphs)."""
-        return self._names.get(name)
-
-    def _register(self, v: Value, exact: bool = False) -> Value:
-        if v.name in self._names and self._names[v.name] is not v:
-            if exact:
-                raise IRError(f"duplicate value name %{v.name}")
-            v.name = self.fresh_name(v.name)
-        self._names[v.name] = v
-        v.graph = self
-        return v
-
-    def rename(self, v: Value, new_name: str) -> None:
-        """Rename ``v``; raises IRError if ``new_name`` is taken."""
-        if new_name == v.name:
-            return
-        if new_name in self._names:
-            raise IRError(f"cannot rename %{v.name} to %{new_name}: name in use")
-        del self._names[v.name]
-        v.name = new_name
-        self._names[new_name] = v
+        super().__init__(parent)
 
     # building --------------------------------------------------------------------------------
     def add_input(self, name: str, type: TensorType | None) -> Value:
-        v = self._register(Value(name, type), exact=True)
+        v = self.define(Value(name, type), exact=True)
         self.inputs.append(v)
         return v
 
     def add_constant(self, name: str, data: np.ndarray) -> Value:
         """Add a constant; the name is made unique if taken. ``data`` keeps its dtype and shape."""
         data = np.asarray(data)
-        v = self._register(Value(name, TensorType.of(data.dtype, data.shape), data))
+        v = self.define(Value(name, TensorType.of(data.dtype, data.shape), data))
         self.constants[v.name] = v
         return v
 
     def new_value(self, name: str, type: TensorType | None = None) -> Value:
         """A fresh (unproduced) value with a unique name derived from ``name``."""
-        return self._register(Value(name, type))
+        return self.define(Value(name, type))
 
     def add_node(
         self,
@@ -310,13 +264,9 @@ class Graph:
         """Insert an existing node (its outputs are registered in this scope)."""
         node.graph = self
         if node.name:
-            node.name = self.fresh_node_name(node.name)
-            self._node_names.add(node.name)
+            node.name = self.claim_node_name(node.name)
         for v in node.outputs:
-            if self._names.get(v.name) is not v:
-                self._register(v)
-            else:
-                v.graph = self
+            self.define(v)
         if before is not None:
             self.nodes.insert(self.nodes.index(before), node)
         elif after is not None:
@@ -334,10 +284,10 @@ class Graph:
                     raise IRError(f"cannot remove {node.label}: %{v.name} is used by {users}")
         node.drop_inputs()
         self.nodes.remove(node)
-        self._node_names.discard(node.name)
+        self.release_node_name(node.name)
         for v in node.outputs:
-            if self._names.get(v.name) is v and not v._uses:
-                del self._names[v.name]
+            if not v._uses:
+                self.release_name(v)
             v.producer = None
         node.graph = None
 
@@ -345,7 +295,7 @@ class Graph:
         if v._uses or v in self.outputs:
             raise IRError(f"cannot remove constant %{v.name}: still used")
         self.constants.pop(v.name, None)
-        self._names.pop(v.name, None)
+        self.release_name(v)
 
     # queries ---------------------------------------------------------------------------------
     def values(self) -> Iterator[Value]:

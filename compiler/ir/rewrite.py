@@ -26,8 +26,7 @@ def set_constant(graph: Graph, value: Value, data: np.ndarray) -> None:
     data = np.asarray(data)
     value.const = data
     value.type = TensorType.of(data.dtype, data.shape)
-    value.graph = graph
-    graph._names[value.name] = value
+    graph.bind_name(value)
     graph.constants[value.name] = value
 
 
@@ -61,7 +60,7 @@ def forward_value(graph: Graph, old: Value, new: Value) -> bool:
         name = old.name
         old.replace_all_uses_with(new)
         # free the name: the old value's producer is removed by the caller right after
-        graph._names.pop(name, None)
+        graph.release_name(old)
         old.name = f"{name}.dead"
         rename_value(graph, new, name)
         return True
@@ -139,18 +138,16 @@ def group_nodes(graph: Graph, nodes: Sequence[Node], *, kind: str, kernel: str) 
     position = sum(1 for n in graph.nodes[:anchor_index] if id(n) not in member_ids)
     for n in members:
         graph.nodes.remove(n)
-        graph._node_names.discard(n.name)
+        graph.release_node_name(n.name)
         for v in n.outputs:
             v.producer = None
-            if id(v) not in exposed_ids and graph._names.get(v.name) is v:
-                del graph._names[v.name]
+            if id(v) not in exposed_ids:
+                graph.release_name(v)
         n.graph = None
     group = FusedGroup(body, outer_inputs, exposed, kind=kind, kernel=kernel, name=kernel)
     group.graph = graph
-    group.name = graph.fresh_node_name(kernel)
-    graph._node_names.add(group.name)
+    group.name = graph.claim_node_name(kernel)
     for v in exposed:
-        v.graph = graph
-        graph._names[v.name] = v
+        graph.bind_name(v)
     graph.nodes.insert(position, group)
     return group

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
+import onnx
 from onnx import TensorProto
+
+from ..errors import CompileError
+
+UNKNOWN_DIM = "?"  # a dim the model leaves unnamed and unsized
 
 # ONNX elem type -> (short name, numpy dtype)
 _ELEM: dict[int, tuple[str, np.dtype]] = {
@@ -110,3 +115,29 @@ class TensorType:
         if self.shape is None:
             return f"{self.short}[*]"
         return f"{self.short}[{', '.join(str(d) for d in self.shape)}]"
+
+
+def type_from_proto(tp: onnx.TypeProto, what: str) -> TensorType | None:
+    """ONNX ``TypeProto`` -> TensorType; ``None`` when no type is given. Raises CompileError(stage="import")
+    naming ``what`` for a non-tensor type or an element type the IR does not model."""
+    kind = tp.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind != "tensor_type":
+        raise CompileError("import", f"{what} has type {kind}; only tensors are supported")
+    tt = tp.tensor_type
+    try:
+        elem = TensorType.of(int(tt.elem_type), None).elem_type
+    except UnsupportedDType as exc:
+        raise CompileError("import", f"{what}: {exc}") from None
+    if not tt.HasField("shape"):
+        return TensorType(elem, None)
+    dims: list[int | str] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(UNKNOWN_DIM)
+    return TensorType(elem, tuple(dims))

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..errors import CompileError
 from ..ir import Graph, TensorType
 from ..ir.types import Dim
 from .registry import InferContext
 
 if TYPE_CHECKING:
     from .infer import ShapeEnv
+
+#: ``compiler.ops.infer.infer_graph``, passed in by the caller (infer dispatches to this module)
+InferGraph = Callable[[Graph, "ShapeEnv"], object]
 
 
 def _merge(a: TensorType | None, b: TensorType | None, name: str) -> TensorType | None:
@@ -27,9 +31,7 @@ def _merge(a: TensorType | None, b: TensorType | None, name: str) -> TensorType 
     return a.with_shape(dims)
 
 
-def _body(g: Graph, env: ShapeEnv, in_types: list[TensorType | None]) -> list[TensorType]:
-    from .infer import infer_graph
-
+def _body(g: Graph, env: ShapeEnv, in_types: list[TensorType | None], infer_graph: InferGraph) -> list[TensorType]:
     for v, t in zip(g.inputs, in_types, strict=False):
         if t is not None and (v.type is None or v.type.shape is None):
             v.type = t
@@ -40,23 +42,17 @@ def _body(g: Graph, env: ShapeEnv, in_types: list[TensorType | None]) -> list[Te
     out: list[TensorType] = []
     for v in g.outputs:
         if v.type is None:
-            raise CompileError_for(g, f"body output %{v.name} has no type")
+            raise CompileError("shape", f"subgraph @{g.name}: body output %{v.name} has no type")
         out.append(v.type)
     return out
 
 
-def CompileError_for(g: Graph, msg: str) -> Exception:
-    from ..errors import CompileError
-
-    return CompileError("shape", f"subgraph @{g.name}: {msg}")
-
-
-def infer_if(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+def infer_if(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> list[TensorType]:
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
     if not isinstance(then_g, Graph) or not isinstance(else_g, Graph):
         raise ctx.fail("needs then_branch and else_branch graphs")
-    t_types = _body(then_g, env, [])
-    e_types = _body(else_g, env, [])
+    t_types = _body(then_g, env, [], infer_graph)
+    e_types = _body(else_g, env, [], infer_graph)
     if len(t_types) != len(e_types) or len(t_types) != len(ctx.node.outputs):
         raise ctx.fail(f"branches give {len(t_types)} and {len(e_types)} outputs for {len(ctx.node.outputs)}")
     cond = ctx.value(0)
@@ -65,14 +61,14 @@ def infer_if(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
     return [_merge(a, b, f"{ctx.node.outputs[i].name}") or a for i, (a, b) in enumerate(zip(t_types, e_types, strict=True))]
 
 
-def infer_loop(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+def infer_loop(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> list[TensorType]:
     body = ctx.attr("body")
     if not isinstance(body, Graph):
         raise ctx.fail("needs a body graph", attribute="body")
     carried = [ctx.type(i) if ctx.has(i) else None for i in range(2, ctx.n_inputs)]
     i64 = TensorType.of("i64", ())
     cond = TensorType.of("bool", ())
-    outs = _body(body, env, [i64, cond, *carried])
+    outs = _body(body, env, [i64, cond, *carried], infer_graph)
     n_carried = len(carried)
     res = list(outs[1:1 + n_carried])
     trip = ctx.value(0)
@@ -82,7 +78,7 @@ def infer_loop(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
     return res
 
 
-def infer_scan(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
+def infer_scan(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> list[TensorType]:
     """Scan-9+: scan inputs sliced along ``scan_input_axes``; Scan-8: a leading batch axis on every
     state and scan input, the sequence axis second, and ``sequence_lens`` as input 0."""
     body = ctx.attr("body")
@@ -108,7 +104,7 @@ def infer_scan(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
             inner = inner[1:]
         elems.append(t.with_shape(inner) if t.shape is not None else t)
     body_states = [t.with_shape(t.shape[1:]) if batched and t.shape else t for t in states]
-    outs = _body(body, env, [*body_states, *elems])
+    outs = _body(body, env, [*body_states, *elems], infer_graph)
     n = lengths[0] if lengths else "?"
     res = [t.with_shape((batch, *t.shape)) if batched and t.shape is not None else t for t in outs[:n_state]]
     out_axes = [0] * (len(outs) - n_state) if batched else (ctx.attr("scan_output_axes") or [0] * (len(outs) - n_state))
@@ -123,7 +119,7 @@ def infer_scan(ctx: InferContext, env: ShapeEnv) -> list[TensorType]:
     return res
 
 
-CONTROL: dict[str, Callable[[InferContext, ShapeEnv], list[TensorType]]] = {
+CONTROL: dict[str, Callable[[InferContext, ShapeEnv, InferGraph], list[TensorType]]] = {
     "If": infer_if,
     "Loop": infer_loop,
     "Scan": infer_scan,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from ..ir import TensorType
+from .infer import evaluate_node
 from .registry import InferContext, op
 
 I64 = TensorProto.INT64
@@ -42,8 +43,6 @@ def infer_non_max_suppression(ctx: InferContext) -> list[TensorType]:
     if len(ctx.node.outputs) == 1:
         known = [ctx.value(i) if ctx.has(i) else None for i in range(ctx.n_inputs)]
         if all(k is not None for i, k in enumerate(known) if ctx.has(i)):  # constant inputs: evaluate
-            from .infer import evaluate_node
-
             res = evaluate_node(ctx.node, known, ctx.opset)
             if res is not None:
                 return [TensorType(I64, tuple(int(d) for d in res[0].shape))]

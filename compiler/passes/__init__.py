@@ -7,6 +7,7 @@ the reason; a pipeline that names it fails with that reason, other pipelines sti
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import Any
 
@@ -68,8 +69,6 @@ def list_passes() -> list[dict[str, Any]]:
 
     ``doc`` is the pass module's docstring (what it rewrites, what it leaves alone, and why).
     """
-    import sys
-
     load_passes()
     out = []
     for name in sorted(REGISTRY):

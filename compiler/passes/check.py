@@ -21,7 +21,9 @@ import numpy as np
 import onnx
 
 from ..errors import CompileError
-from ..ir import Graph
+from ..export import export_model
+from ..frontend.bounded import trim_outputs
+from ..ir import Graph, print_graph
 from .pipeline import PassSpec
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -45,7 +47,7 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 def run_ort(model: onnx.ModelProto | bytes, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run ``model`` (a ModelProto or its serialized bytes) in ONNX Runtime (CPU, 1 intra-op
     thread); returns the outputs in order."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: ~0.5 s and 100 MB that only --check-passes needs
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -124,9 +126,6 @@ class PassChecker:
         self.check("import", graph)
 
     def check(self, name: str, graph: Graph) -> None:
-        from ..export import export_model
-        from ..ir import print_graph
-
         ir = print_graph(graph)
         if ir == self._last_ir:  # the same IR text (constants by digest) was checked already
             self.records.append({"after": name, "passed": True, "problem": None, "skipped": "IR unchanged"})
@@ -144,8 +143,6 @@ class PassChecker:
             raise CompileError("passes", f"after {name}: ONNX Runtime cannot run the exported model: {msg}",
                                pass_name=None if name == "import" else name) from None
         if self.trims:
-            from ..frontend.bounded import trim_outputs
-
             got = trim_outputs(got, self.trims, len(self.want))
         problem = compare(got, self.want, self.names)
         self.records.append({"after": name, "passed": problem is None, "problem": problem})

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CompileError
+from . import load_passes, unavailable_passes
 from .base import REGISTRY, Pass
 
 PRESETS: dict[str, str] = {
@@ -74,8 +75,6 @@ class Pipeline:
 
 
 def _valid_passes() -> str:
-    from . import unavailable_passes
-
     names = sorted(REGISTRY)
     missing = sorted(unavailable_passes())
     extra = f" (not available in this build: {', '.join(missing)})" if missing else ""
@@ -113,8 +112,6 @@ def _parse_item(item: str, whole: str) -> PassSpec:
     if brace and not rest.endswith("}"):
         raise CompileError("request", f"pipeline entry {item!r}: text after the closing '}}'")
     if name not in REGISTRY:
-        from . import unavailable_passes
-
         reason = unavailable_passes().get(name)
         if reason:
             raise CompileError("request", f"pass {name!r} is not available: {reason}", pass_name=name)
@@ -145,8 +142,6 @@ def _parse_item(item: str, whole: str) -> PassSpec:
 
 def parse_pipeline(text: str) -> Pipeline:
     """Parse pipeline text or a preset name. Raises CompileError(stage="request")."""
-    from . import load_passes
-
     load_passes()
     text = (text or "").strip()
     if text in PRESETS:

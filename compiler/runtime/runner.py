@@ -16,7 +16,7 @@ floor matters only for outputs whose largest magnitude is below 1e-2: ONNX Runti
 activations (MLAS logistic, tanh) are approximations off by up to 1.2e-7 absolute (measured on
 PP-OCRv4's sigmoid output, whose values are all below 6e-5 on random input).
 
-Narrow storage types (``storage``, a legalized float16/bfloat16/float8 ... model: ``compiler.api.legalize_model``):
+Narrow storage types (``storage``, a legalized float16/bfloat16/float8 ... model: ``compiler.driver.request.legalize_model``):
 the random inputs are values of the declared type, ONNX Runtime runs the original model in that type
 (``compiler.runtime.narrow_io.ort_boundary`` makes its inputs and outputs numpy-readable), Prism's
 outputs are encoded to the type before the comparison, and the type's tolerance replaces ``rtol``/``atol``
@@ -83,7 +83,7 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
     the ONNX backend executes (``compiler.runtime.program.link``): a graph output may be written by a
     kernel, be a graph input or a constant (folded), or be listed twice; each is compared.
 
-    ``storage`` (``compiler.api.legalize_model``): ``{"inputs": {name: elem}, "outputs": {name: elem}}``,
+    ``storage`` (``compiler.driver.request.legalize_model``): ``{"inputs": {name: elem}, "outputs": {name: elem}}``,
     the declared narrow types of a legalized model's graph inputs and outputs. Their random inputs are
     values of the storage type, given to ONNX Runtime in it and to Prism widened; Prism's outputs are
     encoded to it before the comparison, at the type's tolerance (``compiler.runtime.narrow_io``,
@@ -108,7 +108,7 @@ def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmar
                     atol: float = 1e-4, budget_s: float = 4.0, min_repeats: int = 5, max_repeats: int = 50,
                     timeout_s: float = 900.0, trims: list[tuple[int, str, int]] | None = None,
                     storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
-    """Verify and time the linked ``prog`` (``compiler.build.link_program``) against ONNX Runtime
+    """Verify and time the linked ``prog`` (``compiler.driver.run.link_program``) against ONNX Runtime
     running ``model_bytes``, in the child process, on seeded random inputs (:func:`random_inputs`).
     Arguments, result and errors as :func:`run_model`'s."""
     storage = storage or {"inputs": {}, "outputs": {}}

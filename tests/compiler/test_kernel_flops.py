@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.build import lower_graph
+from compiler.driver.lower import lower_graph
 from compiler.events import EventStream
 from compiler.frontend import import_model, specialize
 from compiler.passes import PassContext

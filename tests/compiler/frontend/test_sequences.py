@@ -12,7 +12,8 @@ from onnx.reference import ReferenceEvaluator
 from compiler.backend import PrismBackend
 from compiler.errors import CompileError
 from compiler.frontend.sequences import SEQ_OPS, resolve_sequences
-from compiler.runtime.execute import compile_program, prepare_model
+from compiler.driver import compile_program
+from compiler.driver.prepare import prepare_model
 
 R = np.random.default_rng(11)
 F = TensorProto.FLOAT

@@ -19,8 +19,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler
-from compiler.build import lower_graph
 from compiler.cli import main
+from compiler.driver.lower import lower_graph
 from compiler.errors import CompileError
 from compiler.frontend import import_model, specialize
 from compiler.runtime.narrow_io import storage_inputs, storage_io, tolerance

@@ -97,7 +97,7 @@ def test_onnx_model_bytes_roundtrip() -> None:  # the child reads the model ONNX
 def test_planted_crash_through_compile_is_compile_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     """compile() on a real model with one planted kernel that writes far out of bounds: the result is
     compile.failed (stage run, naming that kernel), the process carries on and compiles again."""
-    import compiler.build as build
+    import compiler.driver.lower as build
     from compiler.loops.lower import LoweredKernel
 
     real = build.lower_graph

@@ -1,0 +1,96 @@
+"""The driver's ``link``, ``run`` and ``verify`` stages.
+
+``link`` makes the :class:`~compiler.runtime.program.Program` (kernel objects, call list, memory
+plan: :func:`link_program`), the one description every runtime path runs. ``run`` runs it in a child
+process against ONNX Runtime on the same seeded inputs (``compiler.runtime.runner``):
+``kernel.timed`` per kernel and ``model.timed`` (Prism vs ONNX Runtime, 1 thread). ``verify`` emits
+``model.verified`` from that run's comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CompileError
+from ..ir import Graph
+from ..passes.plan_memory import MemoryPlan, liveness, place
+from ..runtime.program import Program, link
+from ..runtime.runner import measure_program
+from .state import Compilation
+
+
+def memory_plan(graph: Graph, ctx: Any = None) -> MemoryPlan:
+    """The ``plan-memory`` result of ``graph`` (from the pass context's artifacts or the graph's
+    metadata), or, when the pipeline had no ``plan-memory``, one placed now from the graph's liveness
+    (``compiler.passes.plan_memory``)."""
+    plan = getattr(ctx, "artifacts", {}).get("memory_plan") or graph.metadata.get("memory_plan")
+    if plan is None:
+        plan = place(liveness(graph)[0])
+    return plan
+
+
+def link_program(graph: Graph, ctx: Any, kernels: list[Any], compiled: list[Any], pipeline: str = "") -> Program:
+    """The :class:`compiler.runtime.program.Program` of ``graph``'s lowered and compiled kernels
+    (``compiler.loops.lower.LoweredKernel``, ``compiler.codegen.compile.CompiledKernel``) and its
+    memory plan (:func:`memory_plan`). Raises CompileError(stage="lowering") for a graph output that
+    is not written by a kernel, not a graph input and not a constant (``compiler.runtime.program.link``)."""
+    return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
+                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline)
+
+
+def link_stage(comp: Compilation) -> None:
+    """Stage ``link``: ``comp.program``."""
+    assert comp.graph is not None and comp.pipeline is not None
+    comp.program = link_program(comp.graph, comp.ctx, comp.kernels, comp.compiled, comp.pipeline.text())
+
+
+def run(comp: Compilation) -> None:
+    """Stage ``run``: ``comp.measured`` (``compiler.runtime.runner.measure_program`` on
+    ``comp.reference``, cutting bounded outputs to their counts and comparing narrow outputs in their
+    storage types); ``kernel.timed`` per kernel and, with ``benchmark``, ``model.timed``. Raises
+    CompileError(stage="run") naming the kernel when generated code crashes."""
+    req = comp.request
+    assert comp.program is not None and comp.reference is not None
+    storage = comp.storage["io"] if comp.storage is not None else None
+    res = measure_program(comp.program, comp.reference.SerializeToString(), verify=req.verify,
+                          benchmark=req.benchmark, trims=comp.trims, storage=storage)
+    comp.measured = res
+    by_name = {lk.name: lk for lk in comp.kernels}
+    for kt in res.get("kernels", []):
+        lk = by_name[kt["name"]]
+        us = max(kt["median_us"], 1e-3)
+        flops, nbytes = int(lk.func.attrs.get("flops", 0)), int(lk.func.attrs.get("bytes", 0))
+        comp.events.emit("kernel.timed", kernel=lk.name, median_us=round(us, 3), flops=flops, bytes=nbytes,
+                         gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3))
+    if req.benchmark and "prism_ms" in res:
+        ort_ms = res.get("onnxruntime_ms")
+        comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
+                         onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
+                         ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"])
+
+
+def verify(comp: Compilation) -> None:
+    """Stage ``verify``: ``model.verified`` from the run's comparison.
+
+    It has ``passed``, ``max_abs_error``, ``max_rel_error``, ``rtol``/``atol`` (the loosest of the
+    outputs'), ``atol_floor``, ``outputs`` (per output, with its own ``rtol``/``atol`` and, for a
+    narrow one, its ``storage`` type) and ``verified`` (True). When ONNX Runtime cannot run the model
+    (no CPU kernel for one of its ops in that type ...), it has ``verified: false``, ``passed: null``,
+    null errors and ``message`` ("not verified: ONNX Runtime has no CPU kernel for ..."), and the
+    compilation still finishes. A failed comparison is ``passed: false``, not an error; no output
+    compared at all raises CompileError(stage="verify").
+    """
+    res = comp.measured
+    outs = res.get("outputs", {})
+    if res.get("ort_error"):
+        comp.events.emit("model.verified", passed=None, verified=False, message=f"not verified: {res['ort_error']}",
+                         max_abs_error=None, max_rel_error=None, rtol=None, atol=None, outputs={})
+        return
+    if not outs:
+        raise CompileError("verify", "no outputs were compared with ONNX Runtime")
+    comp.events.emit("model.verified", passed=all(o["passed"] for o in outs.values()), verified=True,
+                     max_abs_error=max(o["max_abs_error"] for o in outs.values()),
+                     max_rel_error=max(o["max_rel_error"] for o in outs.values()),
+                     rtol=max(o.get("rtol", 1e-3) for o in outs.values()),
+                     atol=max(o.get("atol", 1e-4) for o in outs.values()), atol_floor=1e-6, outputs=outs,
+                     **({"notes": res["notes"]} if res.get("notes") else {}))
