@@ -154,8 +154,12 @@ def check_serial(calls: list[tuple[str, Callable[[], Any]]], serial: list[list[A
 def _cold_main(folder: str) -> None:
     """Run in a fresh interpreter: hammer the cold compiler, then compare with serial calls."""
     import compiler.passes
+    from compiler import targets
 
-    cold = not compiler.passes._LOADED and "compiler.targets" not in sys.modules
+    # cold: the pass registry not loaded and LLVM's target tables not read (importing the API imports
+    # the targets module, not llvmlite)
+    cold = not compiler.passes._LOADED and "llvmlite.binding" not in sys.modules and \
+        targets._all.cache_info().currsize == 0 and targets.host_features.cache_info().currsize == 0
     calls = workload(Path(folder))
     runs = hammer(calls, seed=1)
     serial = [outcome(fn) for _, fn in calls]
