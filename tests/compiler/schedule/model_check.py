@@ -1,8 +1,8 @@
 """Compile an ONNX model through the real pipeline and compare it with ONNX Runtime, in process.
 
-``check_model`` imports, runs the pass pipeline, lowers and schedules every kernel (micro-kernels and
-the default schedule as ``compiler.build.lower_graph`` chooses), compiles, links and runs the program
-in this process, and compares every output with ONNX Runtime's (the oracle) on seeded random inputs.
+``check_model`` compiles through the one driver (``compiler.driver.compile_program``: the pass
+pipeline, lowering and schedules of every kernel as ``compiler.driver.lower.lower_graph`` chooses them,
+micro-kernels included, codegen and linking), runs the program in this process, and compares every output with ONNX Runtime's (the oracle) on seeded random inputs.
 It returns the lowered kernels and the pass remarks, so a test can also assert which schedule ran.
 """
 
@@ -16,14 +16,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.build import compile_all, link_program, lower_graph
-from compiler.events import EventStream
-from compiler.frontend import import_model, specialize
-from compiler.passes import PassContext
-from compiler.passes.manager import run_pipeline
-from compiler.passes.pipeline import parse_pipeline
-from compiler.runtime.execute import prepare_model, run_program
-from compiler.targets import get_target
+from compiler.driver import compile_program
+from compiler.runtime.execute import run_program
 
 
 @dataclass
@@ -62,16 +56,11 @@ def check_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = No
             shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
             feeds[vi.name] = rng.standard_normal(shape).astype(np.float32)
     ref = ort_run(model, feeds)
-    proto = prepare_model(model, None)
-    graph = import_model(proto)
-    specialize(graph, None)
-    ctx = PassContext(target="host")
-    events = EventStream(None)
-    run_pipeline(graph, parse_pipeline(pipeline), ctx, events)
-    remarks = [r for e in events.events if e["type"] == "pass.finished" for r in e["remarks"]]
-    tgt = get_target("host")
-    kernels = lower_graph(graph, tgt)
-    prog = link_program(graph, ctx, kernels, compile_all(kernels, tgt, threads=1))
+    comp = compile_program(model, None, pipeline=pipeline, target="host")  # the one driver
+    remarks = [r for e in comp.events.events if e["type"] == "pass.finished" for r in e["remarks"]]
+    graph, kernels = comp.graph, comp.kernels
+    assert graph is not None and comp.program is not None
+    prog = comp.program
     got = run_program(prog, [feeds[v.name] for v in graph.inputs])
     err = 0.0
     for g, r in zip(got, ref, strict=True):
