@@ -67,7 +67,7 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
 
 
 def validate_request(model: ModelSource, *, target: str, pipeline: str,
-                     input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, Any]:
+                     input_shapes: Mapping[str, Sequence[int]] | None, calibration_data: Any = None) -> dict[str, Any]:
     """Check a compile request without compiling.
 
     Returns ``{"target", "pipeline": expanded text, "input_shapes": {input: [int, ...]} for every
@@ -81,7 +81,14 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
         proto = legalize_model(proto)[0]
     graph = import_model(proto)
     bound = bind_input_shapes(graph, input_shapes, stage="request")
-    return {"target": target, "pipeline": text, "input_shapes": bound}
+    out = {"target": target, "pipeline": text, "input_shapes": bound}
+    if calibration_data is not None:  # arrays named and shaped as the graph inputs (compiler.quant.calibrate)
+        from .frontend import specialize
+        from .quant.calibrate import load_calibration
+
+        specialize(graph, bound)
+        out["calibration"] = {k: list(v.shape) for k, v in load_calibration(calibration_data, graph).items()}
+    return out
 
 
 def compile(
@@ -95,6 +102,7 @@ def compile(
     benchmark: bool = True,
     check_passes: bool = False,
     backend: bool = True,
+    calibration_data: Any = None,
 ) -> CompileResult:
     """Compile an ONNX model (bytes, path, ``ModelProto`` or a sample name) for ``target`` with
     ``pipeline``.
@@ -116,6 +124,11 @@ def compile(
     encoded to them, at the storage type's tolerance (``compiler.runtime.narrow_io``); when ONNX
     Runtime cannot run the model (no CPU kernel for a bfloat16 op ...), ``model.verified`` says
     ``verified: false`` with the reason instead of failing the compilation.
+
+    ``calibration_data`` (a path to an ``.npz``, its bytes, or ``{input: array [samples, *shape]}``) feeds
+    the ``quantize`` pass (``compiler.quant.calibrate``); a pipeline with ``quantize`` emits
+    ``model.accuracy`` after the passes and verifies against ONNX Runtime running the equivalent QDQ model.
     """
     return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes, verify=verify,
-                                 benchmark=benchmark, check_passes=check_passes, backend=backend), on_event)
+                                 benchmark=benchmark, check_passes=check_passes, backend=backend,
+                                 calibration_data=calibration_data), on_event)

@@ -83,7 +83,13 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
             print(line)
     elif t == "model.timed":
         print(f"model: prism {e.get('prism_ms')} ms, onnxruntime {e.get('onnxruntime_ms')} ms, "
-              f"ratio {e.get('ratio')}")
+              f"ratio {e.get('ratio')}" + (f"; onnxruntime int8 {e.get('onnxruntime_int8_ms')} ms, ratio "
+                                           f"{e.get('ratio_int8')}" if "onnxruntime_int8_ms" in e else ""))
+    elif t == "model.accuracy":
+        c = e["criterion"]
+        outs = ", ".join(f"{k}: SQNR {v['sqnr_db']} dB" + (f", top-1 {100 * v['top1']:.1f}%" if "top1" in v else "")
+                         for k, v in e["outputs"].items())
+        print(f"accuracy vs FP32 ({e['samples']} samples): {outs}; criterion {'passed' if c['passed'] else 'FAILED'}")
     elif t == "model.verified" and e.get("verified") is False:
         print(f"verification: {e.get('message')}")
     elif t == "model.verified":
@@ -116,7 +122,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            on_event=on_event, verify=args.verify, benchmark=args.benchmark,
-                           check_passes=args.check_passes, backend=not args.no_backend)
+                           check_passes=args.check_passes, backend=not args.no_backend,
+                           calibration_data=args.calibration_data)
     report = result.to_dict()
     if args.emit_dir:
         _emit_files(Path(args.emit_dir), report, result.events)
@@ -160,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--random-weights", type=int, metavar="SEED",
                    help="replace the light_* models' ConstantOfShape weights by seeded random ones")
     c.add_argument("--no-backend", action="store_true", help="stop after the graph passes")
+    c.add_argument("--calibration-data", metavar="FILE.npz",
+                   help="calibration inputs of the quantize pass: one array per graph input, samples first")
     c.set_defaults(func=cmd_compile)
     i = sub.add_parser("inspect", help="describe a model's inputs and outputs")
     i.add_argument("model")

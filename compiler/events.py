@@ -22,6 +22,7 @@ EVENT_TYPES = (
     "kernel.timed",
     "model.timed",
     "model.verified",
+    "model.accuracy",
     "compile.finished",
     "compile.failed",
 )

@@ -77,6 +77,7 @@ class CompileResult:
             "kernels": list(kernels.values()),
             "timing": self._last("model.timed"),
             "verification": self._last("model.verified"),
+            "accuracy": self._last("model.accuracy"),
             "stage_ms": dict(self.stage_ms),
             "duration_ms": self.duration_ms,
             "error": self.error,

@@ -90,7 +90,8 @@ def compile_kernel(func: PrimFunc, target: Target) -> CompiledKernel:
     try:
         mod = ir.Module(name=func.name)
         mod.triple = target.triple
-        KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target)).emit()
+        feats = frozenset(f[1:] for f in target.features.split(",") if f.startswith("+"))
+        KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target), features=feats).emit()
         text = str(mod)
         parsed = llvm.parse_assembly(text)
         parsed.verify()

@@ -56,9 +56,10 @@ class Intrinsics:
     """Declares intrinsics in one module on first use; ``fma``: the target has fused multiply-add
     (the polynomials then use ``llvm.fma``)."""
 
-    def __init__(self, module: ir.Module, fma: bool = False) -> None:
+    def __init__(self, module: ir.Module, fma: bool = False, features: frozenset[str] = frozenset()) -> None:
         self.m = module
         self.fma = fma
+        self.features = features  # target features without '+' (the integer dot steps pick instructions)
 
     def _decl(self, fn: str, t: ir.Type) -> ir.Function:
         name = f"{_LLVM[fn]}.{_suffix(t)}"
@@ -72,6 +73,10 @@ class Intrinsics:
             from .narrow import emit
 
             return emit(self, b, fn, args[0])
+        if fn in ("dpbusd", "dpwssd"):  # integer dot steps of the INT8 kernels (compiler.codegen.dot)
+            from .dot import emit_dot
+
+            return emit_dot(self.m, b, fn, args, self.features)
         if fn == "neg":
             return b.fneg(args[0]) if not isinstance(_elem(t), ir.IntType) else b.neg(args[0])
         if fn == "abs" and isinstance(_elem(t), ir.IntType):

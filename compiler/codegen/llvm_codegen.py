@@ -103,7 +103,8 @@ class _V:
 class KernelCodegen:
     """Emits one PrimFunc into ``module`` as function ``symbol``; ``width`` = f32 lanes per vector."""
 
-    def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int, fma: bool = True) -> None:
+    def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int, fma: bool = True,
+                 features: frozenset[str] = frozenset()) -> None:
         self.m, self.f, self.width, self.fma = module, func, width, fma
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(func.params)), symbol)
         self.entry = self.fn.append_basic_block("entry")
@@ -112,7 +113,7 @@ class KernelCodegen:
         self.vlocal: dict[str, int] = {}
         self.env: dict[str, _V] = {}
         self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
-        self.intr = Intrinsics(module, fma)
+        self.intr = Intrinsics(module, fma, features)
         self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
 
     def emit(self) -> ir.Function:

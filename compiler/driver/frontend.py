@@ -90,6 +90,8 @@ def run_graph_passes(comp: Compilation) -> None:
     stages read (the memory plan)."""
     assert comp.graph is not None and comp.pipeline is not None and comp.reference is not None
     comp.ctx = PassContext(target=comp.request.target)
+    if comp.request.calibration_data is not None:
+        comp.ctx.artifacts["calibration_data"] = comp.request.calibration_data
     after = None
     if comp.request.check_passes:
         assert comp.unbounded is not None
@@ -97,3 +99,5 @@ def run_graph_passes(comp: Compilation) -> None:
                                comp.trims, comp.storage)
         after = checker.after_pass if checker is not None else None
     run_pipeline(comp.graph, comp.pipeline, comp.ctx, comp.events, after_pass=after)
+    if comp.ctx.artifacts.get("accuracy") is not None:  # the quantize pass's report (compiler.quant.session)
+        comp.events.emit("model.accuracy", **comp.ctx.artifacts["accuracy"])

@@ -21,6 +21,7 @@ from ..ir import FusedGroup, Graph
 from ..loops.lower import LoweredKernel, lower_group
 from ..loops.printer import print_func, print_schedule
 from ..schedule import schedule_kernel
+from ..schedule.int8 import try_int8
 from ..schedule.microkernel import try_microkernel
 from ..targets import Target
 from .state import Compilation
@@ -102,7 +103,7 @@ def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
         if node.op_type in SKIP_OPS:
             continue
         name = _kernel_name(node, used)
-        lk = try_microkernel(node, name, opset, target)
+        lk = try_int8(node, name, opset, target) or try_microkernel(node, name, opset, target)
         if lk is None:
             lk = lower_group(node, name, opset)
             schedule_kernel(lk, target)

@@ -52,8 +52,20 @@ def run(comp: Compilation) -> None:
     req = comp.request
     assert comp.program is not None and comp.reference is not None
     storage = comp.storage["io"] if comp.storage is not None else None
-    res = measure_program(comp.program, comp.reference.SerializeToString(), verify=req.verify,
-                          benchmark=req.benchmark, trims=comp.trims, storage=storage)
+    from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
+
+    qdq = comp.ctx.artifacts.get("qdq_model") if comp.ctx is not None else None  # a quantize pass ran
+    reference = qdq if qdq is not None else comp.reference
+    timing = {"onnxruntime_ms": comp.reference.SerializeToString(), "onnxruntime_int8_ms": qdq.SerializeToString()} \
+        if qdq is not None else None
+    as_written = qdq is not None or has_qdq(comp.reference)
+    if as_written and timing is None:  # a pre-quantized QDQ model: verified as written, timed fully optimized
+        timing = {"onnxruntime_ms": comp.reference.SerializeToString()}
+    res = measure_program(comp.program, reference.SerializeToString(), verify=req.verify,
+                          benchmark=req.benchmark, trims=comp.trims, storage=storage, steps=output_steps(reference),
+                          ort_no_opt=as_written, timing_models=timing)
+    if as_written and req.verify:
+        res.setdefault("notes", []).append(QDQ_NOTE)
     comp.measured = res
     by_name = {lk.name: lk for lk in comp.kernels}
     for kt in res.get("kernels", []):
@@ -64,9 +76,17 @@ def run(comp: Compilation) -> None:
                          gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3))
     if req.benchmark and "prism_ms" in res:
         ort_ms = res.get("onnxruntime_ms")
+        int8: dict = {}
+        if qdq is not None:  # Prism at the chosen precision, ORT on the FP32 model and on the QDQ model
+            i8 = res.get("onnxruntime_int8_ms")
+            int8 = {"precision": "int8", "onnxruntime_int8_ms": round(i8, 4) if i8 else None,
+                    "ratio_int8": round(res["prism_ms"] / i8, 4) if i8 else None}
+            if ort_ms and res["prism_ms"] > ort_ms:
+                int8["notes"] = [f"Prism INT8 ({res['prism_ms']:.3g} ms) is slower than ONNX Runtime FP32 "
+                                 f"({ort_ms:.3g} ms) on this model"]
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
-                         ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"])
+                         ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"], **int8)
 
 
 def verify(comp: Compilation) -> None:

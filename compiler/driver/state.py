@@ -59,6 +59,7 @@ class Request:
     upgrade_opset: bool = False
     kernel_events: bool = True
     codegen_threads: int = 2
+    calibration_data: Any = None  # the quantize pass's calibration inputs (compiler.quant.calibrate)
 
 
 @dataclass

@@ -190,6 +190,8 @@ class _Importer:
         if version is None:
             raise CompileError("import", f"node {label} uses op {op} of domain {domain!r}, which the model does not import",
                                node=n.name or None, op=n.op_type)
+        if domain and op in _contrib_ops():  # com.microsoft ops Prism lowers (compiler.ops.qlinear)
+            return
         if not onnx.defs.has(n.op_type, domain):
             raise CompileError("import", f"unknown op {op} at node {label}", node=n.name or None, op=n.op_type)
         try:
@@ -241,3 +243,11 @@ def import_model(proto: ModelProto) -> Graph:
         model_name=proto.graph.name or "model",
     )
     return g
+
+
+def _contrib_ops() -> set[str]:
+    """``domain.op`` keys of registered ops outside the ONNX domains (ONNX Runtime's contrib ops that the
+    op registry infers and the lowering compiles: ``compiler.ops.qlinear``)."""
+    from ..ops.registry import REGISTRY
+
+    return {k for k in REGISTRY if "." in k and not k.startswith(("ai.onnx", "prism."))}

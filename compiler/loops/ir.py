@@ -26,7 +26,7 @@ LOOP_KINDS = ("serial", "vectorized", "unrolled", "parallel")
 CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
 BIN_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "&", "|", "^", "<<", ">>") + CMP_OPS
 INTRINSICS = ("exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round", "pow", "neg", "sin", "cos",
-              "fma")
+              "fma", "dpbusd", "dpwssd")  # dpbusd/dpwssd: integer dot steps (compiler.codegen.dot)
 
 
 @dataclass(frozen=True)

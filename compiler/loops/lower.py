@@ -32,6 +32,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_norm,
     ops_pad,
     ops_pool,
+    ops_qlinear,
     ops_quant,
     ops_reduce,
     ops_resize,

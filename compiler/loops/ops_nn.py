@@ -203,6 +203,11 @@ def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         n, c, o = idx[0], idx[1], idx[2:]
         pos, cond = _window(o, rv, st, dil, pb, in_sp, out_sp, ks)
         xv = x[[n, c] + pos]
+        if is_max and x.dtype not in ("f32", "f64"):  # an integer MaxPool (int8 after fold-qdq)
+            from .ops_reduce import identity, red
+
+            low = identity("max", x.dtype)
+            return red("max", rk, xv if cond is None else select(cond, xv, low))
         if is_max:
             return reduce_("max", rk, xv if cond is None else select(cond, xv, Float(float("-inf"))))
         total = reduce_("sum", rk, xv if cond is None else select(cond, xv, Float(0.0)))

@@ -5,8 +5,8 @@ Semantics: the ONNX specs. The integer ops accumulate ``(a - a_zero_point) * (b 
 in int32 (zero points per tensor, or per row of A / per column of B, per output channel of W).
 The QLinear ops take that int32 accumulator and requantize it: ``y = saturate(round_half_even(acc
 * a_scale * b_scale / y_scale) + y_zero_point)`` to the output's 8-bit type (QLinearConv adds its
-int32 bias to the accumulator first). The products are exact in int32 for 8-bit inputs; the scale
-is applied in double. QuantizeLinear divides in the input's precision (as the reference does),
+int32 bias to the accumulator first). The products are exact in int32 for 8-bit inputs; the
+multiplier is applied in float32 as ONNX Runtime does (``compiler.loops.ops_qlinear.requantize``). QuantizeLinear divides in the input's precision (as the reference does),
 rounds half to even and saturates to the output type (uint8, int8, uint16, int16, int32); the scale and zero point are per tensor, per axis (``axis``) or per block (``block_size``).
 """
 
@@ -18,11 +18,11 @@ from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, register
 from .ops_nn import COMPLEX_OPS, _geom, _window
+from .ops_qlinear import multiplier, requantize
 from .ops_reduce import red
 from .tensor import Tensor, norm_axis
 
 COMPLEX_OPS.update({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
-_RANGE = {"u8": (0, 255), "i8": (-128, 127)}
 
 
 def _f(v: float, dt: str = "f32") -> Expr:
@@ -61,12 +61,10 @@ def _matmul_acc(ctx: LowerCtx, out: tuple[int, ...], a: Tensor, b: Tensor, azp: 
     return acc
 
 
-def _requant(acc: Expr, scale: Expr, y_scale: Expr, y_zp: Tensor | None, dt: str) -> Expr:
-    lo, hi = _RANGE.get(dt, (-128, 127))
-    v = call("round", Bin("/", mul(Cast("f64", acc), scale), y_scale))
-    if y_zp is not None:
-        v = add(v, Cast("f64", y_zp[[Int(0)] * y_zp.rank]))
-    return Cast(dt, emin(emax(v, Float(lo, "f64")), Float(hi, "f64")))
+def _requant(acc: Expr, mult: Expr, y_zp: Tensor | None, dt: str) -> Expr:
+    """``acc`` requantized with the float32 multiplier ``mult`` (``compiler.loops.ops_qlinear.requantize``)."""
+    zp = Int(0, "i32") if y_zp is None else y_zp[[Int(0)] * y_zp.rank]
+    return requantize(acc, mult, zp, dt)
 
 
 def _scalar(t: Tensor, idx: Expr | None = None) -> Expr:
@@ -93,8 +91,7 @@ def _qlinear_matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     dt = ctx.out_dtype(node)
 
     def fn(i: list[Expr]) -> Expr:
-        scale = mul(Cast("f64", _scalar(a_s)), Cast("f64", _scalar(b_s, i[-1])))
-        return _requant(acc(i), scale, Cast("f64", _scalar(y_s)), y_zp, dt)
+        return _requant(acc(i), multiplier(_scalar(a_s), _scalar(b_s, i[-1]), _scalar(y_s)), y_zp, dt)
     return [Tensor(out, dt, fn)]
 
 
@@ -139,8 +136,7 @@ def _qlinear_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[T
         total = acc(i)
         if bias is not None:
             total = add(total, _i32(bias[[i[1]]]))
-        scale = mul(Cast("f64", _scalar(x_s)), Cast("f64", _scalar(w_s, i[1])))
-        return _requant(total, scale, Cast("f64", _scalar(y_s)), y_zp, dt)
+        return _requant(total, multiplier(_scalar(x_s), _scalar(w_s, i[1]), _scalar(y_s)), y_zp, dt)
     return [Tensor(out, dt, fn)]
 
 

@@ -1,7 +1,18 @@
 """The op registry (``registry``), its entries (one module per op family) and graph-wide type
 inference (``infer``). Importing this package fills the registry."""
 
-from . import control, detection, elementwise, generators, misc, narrow, nn, reduce, shape_ops  # noqa: F401
+from . import (  # noqa: F401
+           control,
+           detection,
+           elementwise,
+           generators,
+           misc,
+           narrow,
+           nn,
+           qlinear,  # noqa: F401  (after nn, misc: re-registers the integer ops as anchors)
+           reduce,
+           shape_ops,
+)
 from .infer import MAX_ELEMENTS, ShapeEnv, evaluate_node, infer_graph, infer_node
 from .registry import KINDS, REGISTRY, InferContext, OpDef, op_kind
 

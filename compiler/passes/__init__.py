@@ -15,6 +15,7 @@ from .base import REGISTRY, Option, Pass, PassContext, PassResult, Remark, regis
 
 #: pass name -> module (one pass per module, compiler/passes/<module>.py)
 PASS_MODULES: dict[str, str] = {
+    "fold-qdq": "fold_qdq",
     "fold-constants": "fold_constants",
     "simplify": "simplify",
     "eliminate-dead-code": "eliminate_dead_code",
@@ -23,6 +24,7 @@ PASS_MODULES: dict[str, str] = {
     "fuse-layer-norm": "fuse_layer_norm",
     "fuse-ops": "fuse_ops",
     "plan-memory": "plan_memory",
+    "quantize": "quantize",
 }
 
 _UNAVAILABLE: dict[str, str] = {}

@@ -101,6 +101,8 @@ class Pass(ABC):
 
     name: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
+    #: pass names this pass must run before; a pipeline listing it after one of them is reordered
+    before: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **opts: Any) -> None:
         known = {o.name: o for o in self.options}

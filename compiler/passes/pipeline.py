@@ -6,7 +6,8 @@ Grammar (MLIR's textual pass pipelines, mlir/docs/PassManagement.md)::
     item     := pass-name ["{" option ((" " | ",") option)* "}"]
     option   := option-name "=" value
 
-A preset (``O0`` .. ``O3``) expands to pass text. :func:`parse_pipeline` checks every pass and
+A preset (``O0`` .. ``O3``) expands to pass text, alone or as an entry of a list (``O2,quantize{...}``);
+a pass that declares ``before`` (``quantize``: before ``fuse-ops``) is moved ahead of those passes. :func:`parse_pipeline` checks every pass and
 option against the registry; :meth:`Pipeline.text` prints the canonical form (options in the pass's
 declaration order, separated by a space, values formatted by their type), so canonical text prints
 back to itself. Errors raise :class:`CompileError` with stage ``request`` naming the unknown pass or
@@ -26,9 +27,9 @@ from .base import REGISTRY, Pass
 PRESETS: dict[str, str] = {
     "O0": "",
     "O1": "fold-constants,simplify,eliminate-dead-code",
-    "O2": "fold-constants,simplify,fold-batchnorm,eliminate-common-subexpressions,eliminate-dead-code,"
+    "O2": "fold-qdq,fold-constants,simplify,fold-batchnorm,eliminate-common-subexpressions,eliminate-dead-code,"
           "fuse-layer-norm,fuse-ops,plan-memory",
-    "O3": "fold-constants,simplify,fold-batchnorm,fold-constants,simplify,eliminate-common-subexpressions,"
+    "O3": "fold-qdq,fold-constants,simplify,fold-batchnorm,fold-constants,simplify,eliminate-common-subexpressions,"
           "eliminate-dead-code,fuse-layer-norm,fuse-ops{max-group-size=64},plan-memory",
 }
 
@@ -115,8 +116,6 @@ def _parse_item(item: str, whole: str) -> PassSpec:
         reason = unavailable_passes().get(name)
         if reason:
             raise CompileError("request", f"pass {name!r} is not available: {reason}", pass_name=name)
-        if name in PRESETS:
-            raise CompileError("request", f"preset {name!r} must be the whole pipeline, not one entry")
         raise CompileError("request", f"unknown pass {name!r}; valid passes: {_valid_passes()}", pass_name=name)
     cls = REGISTRY[name]
     declared = {o.name: o for o in cls.options}
@@ -148,7 +147,27 @@ def parse_pipeline(text: str) -> Pipeline:
         text = PRESETS[text]
     if not text:
         return Pipeline(())
-    return Pipeline(tuple(_parse_item(item, text) for item in _split_items(text)))
+    specs: list[PassSpec] = []
+    for item in _split_items(text):
+        if item.strip() in PRESETS:  # a preset inside a list expands in place: "O2,quantize{dtype=int8}"
+            specs += [_parse_item(x, text) for x in _split_items(PRESETS[item.strip()]) if x.strip()]
+        else:
+            specs.append(_parse_item(item, text))
+    return Pipeline(tuple(_placed(specs)))
+
+
+def _placed(specs: list[PassSpec]) -> list[PassSpec]:
+    """Passes that declare ``before`` (pass names they must precede, e.g. ``quantize`` before
+    ``fuse-ops``) move to just before the first of those that comes earlier in the list; the canonical
+    text shows the order that runs."""
+    out = list(specs)
+    for spec in [s for s in specs if getattr(s.cls, "before", ())]:
+        i = out.index(spec)
+        first = next((j for j, s in enumerate(out[:i]) if s.name in spec.cls.before), None)
+        if first is not None:
+            out.pop(i)
+            out.insert(first, spec)
+    return out
 
 
 def expand_pipeline(text: str) -> str:

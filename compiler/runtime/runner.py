@@ -107,10 +107,16 @@ def run_model(kernels: list[dict[str, Any]], graph: Graph, plan: Any, model_byte
 def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmark: bool, rtol: float = 1e-3,
                     atol: float = 1e-4, budget_s: float = 4.0, min_repeats: int = 5, max_repeats: int = 50,
                     timeout_s: float = 900.0, trims: list[tuple[int, str, int]] | None = None,
-                    storage: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+                    storage: dict[str, dict[str, int]] | None = None,
+                    steps: dict[str, float] | None = None, ort_no_opt: bool = False,
+                    timing_models: dict[str, bytes] | None = None) -> dict[str, Any]:
     """Verify and time the linked ``prog`` (``compiler.driver.run.link_program``) against ONNX Runtime
     running ``model_bytes``, in the child process, on seeded random inputs (:func:`random_inputs`).
-    Arguments, result and errors as :func:`run_model`'s."""
+    Arguments, result and errors as :func:`run_model`'s; ``steps`` ({output: quantization step},
+    ``compiler.quant.qdq.output_steps``) lets a dequantized output differ by one step. ``ort_no_opt``
+    runs ``model_bytes`` with ONNX Runtime's graph optimizations off (a QDQ reference as written);
+    ``timing_models`` ({result key: model bytes}, e.g. ``onnxruntime_ms`` FP32 and ``onnxruntime_int8_ms``
+    QDQ) are timed instead of ``model_bytes``, each fully optimized, alternating with Prism."""
     storage = storage or {"inputs": {}, "outputs": {}}
     inputs = random_inputs(prog.inputs, storage=storage["inputs"])
     import onnx
@@ -127,10 +133,13 @@ def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmar
     man = {"ort_outputs": [o.name for o in ort_model.graph.output], "verify": verify, "benchmark": benchmark,
            "rtol": rtol, "atol": atol, "budget_s": budget_s, "min_repeats": min_repeats, "max_repeats": max_repeats,
            "trims": [list(t) for t in trims or []], "storage": storage, "ort_feeds": ort_feeds,
-           "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol)}
+           "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol), "steps": dict(steps or {}),
+           "ort_no_opt": ort_no_opt, "timing_models": {k: f"timing_{k}.onnx" for k in timing_models or {}}}
     with tempfile.TemporaryDirectory(prefix="prism-run-") as tmp:
         d = Path(tmp)
         (d / "model.onnx").write_bytes(model_bytes)
+        for k, data in (timing_models or {}).items():
+            (d / f"timing_{k}.onnx").write_bytes(data)
         with open(d / "job.pkl", "wb") as f:
             pickle.dump({"program": prog, "inputs": list(inputs.values()), "measure": man}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)

@@ -76,6 +76,8 @@ export interface CreateCompilation {
   input_shapes: Record<string, number[]>;
   /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */
   visibility?: "private" | "unlisted" | "public";
+  /** verify/benchmark booleans and `calibration` (the sha256 of uploaded calibration data). */
+  options?: Record<string, unknown>;
 }
 
 export class ApiError extends Error {

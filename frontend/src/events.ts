@@ -179,6 +179,52 @@ export interface ModelTimed extends EventBase {
   /** prism_ms / onnxruntime_ms: below 1 means Prism is faster; null without an ONNX Runtime time. */
   ratio: number | null;
   repeats: number;
+  /** Present for a quantized compilation: the precision Prism ran at ("int8"). */
+  precision?: string;
+  /** ONNX Runtime on the equivalent QDQ model (the same quantization), in the same run. */
+  onnxruntime_int8_ms?: number | null;
+  /** prism_ms / onnxruntime_int8_ms. */
+  ratio_int8?: number | null;
+}
+
+/** One layer of the accuracy report (compiler/quant/session.py): int8 with its SQNR, or kept in fp32. */
+export interface AccuracyLayer {
+  node: string;
+  op: string | null;
+  output: string | null;
+  precision: "int8" | "fp32" | string;
+  /** 20·log10(‖x‖/‖x−y‖) against FP32 in dB; 999 when equal; null for an fp32 layer. */
+  sqnr_db: number | null;
+  max_abs_error: number | null;
+}
+
+/** Whole-model figures per output against FP32 (compiler/quant/accuracy.py `compare`). */
+export interface AccuracyOutput {
+  sqnr_db: number | null;
+  max_abs_error: number;
+  max_rel_error: number;
+  top1?: number;
+  top5?: number;
+}
+
+export interface AccuracyFallback {
+  node: string;
+  layer_sqnr_db: number;
+  output_sqnr_db_before: number;
+  output_sqnr_db_after: number;
+  passed: boolean;
+}
+
+export interface ModelAccuracy extends EventBase {
+  type: "model.accuracy";
+  dtype: string;
+  method: string;
+  samples: number;
+  calibration: { method: string; samples: number; random: boolean; activation: string; per_channel: boolean };
+  layers: AccuracyLayer[];
+  outputs: Record<string, AccuracyOutput>;
+  criterion: { min_sqnr_db: number; min_top1: number; passed: boolean; reasons: string[] };
+  fallbacks: AccuracyFallback[];
 }
 
 /**
@@ -257,6 +303,7 @@ export type CompileEvent =
   | KernelCompiled
   | KernelTimed
   | ModelTimed
+  | ModelAccuracy
   | ModelVerified
   | CompileFinished
   | CompileFailed;
@@ -280,6 +327,7 @@ export const EVENT_TYPES: readonly EventType[] = [
   "kernel.timed",
   "model.timed",
   "model.verified",
+  "model.accuracy",
   "compile.finished",
   "compile.failed",
 ];

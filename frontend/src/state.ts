@@ -18,6 +18,7 @@ import type {
   KernelTimed,
   MemoryPlanned,
   ModelTimed,
+  ModelAccuracy,
   ModelVerified,
   PassFinished,
   PassStarted,
@@ -51,6 +52,8 @@ export interface CompilationState {
   kernels: ReadonlyMap<string, KernelState>;
   timing?: ModelTimed;
   verification?: ModelVerified;
+  /** The quantize pass's accuracy report (model.accuracy). */
+  accuracy?: ModelAccuracy;
   finished?: CompileFinished;
   failed?: CompileFailed;
   /** The stage the latest event belongs to. */
@@ -131,6 +134,8 @@ function apply(state: CompilationState, event: CompileEvent | UnknownEvent): Com
       return { ...state, timing: event, stage: "run" };
     case "model.verified":
       return { ...state, verification: event, stage: "verify" };
+    case "model.accuracy":
+      return { ...state, accuracy: event };
     case "compile.finished":
       return { ...state, finished: event, running: undefined };
     case "compile.failed":

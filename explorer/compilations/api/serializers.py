@@ -83,7 +83,9 @@ class CompilationRequest(serializers.Serializer):
         help_text='{"input name": [1, 3, 224, 224]}; binds symbolic dims',
     )
     options = serializers.DictField(
-        child=serializers.BooleanField(), required=False, help_text='{"verify": true, "benchmark": true}'
+        required=False,
+        help_text='{"verify": true, "benchmark": true, "calibration": "<sha256 from POST /api/calibrations>"}; '
+                  "verify/benchmark booleans (checked by the submission service)",
     )
     cache = serializers.BooleanField(default=True, help_text="false: always compile again")
     visibility = serializers.ChoiceField(

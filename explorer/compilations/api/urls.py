@@ -6,6 +6,7 @@ from explorer.compilations.api import views
 urlpatterns = [
     path("models", views.ModelUploadView.as_view()),
     path("models/<str:sha256>", views.ModelDetailView.as_view()),
+    path("calibrations", views.CalibrationUploadView.as_view()),
     path("compilations", views.CompilationListView.as_view()),
     path("compilations/<str:compilation_id>", views.CompilationDetailView.as_view()),
     path("compilations/<str:compilation_id>/events", views.CompilationEventsView.as_view()),

@@ -78,6 +78,30 @@ class ModelUploadView(APIView):
         return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 
+class CalibrationUploadView(APIView):
+    @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"data": {"type": "string",
+                                                                                         "format": "binary"}}}},
+                   responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, 400: ErrorOut, 413: ErrorOut})
+    def post(self, request: Request) -> Response:
+        """Upload calibration data for the quantize pass: an ``.npz`` with one array per graph input,
+        samples along a leading axis. 201 ``{"id": sha256, "arrays": {name: {shape, dtype}}}`` (200 if the
+        same bytes were uploaded before); 400 when it is not an ``.npz`` of numeric arrays; 413 over the
+        size limit. Use it as ``options.calibration`` of POST /api/compilations, which checks its arrays
+        against the model's inputs (400 naming the input that does not match)."""
+        from explorer.compilations.services import calibration
+
+        upload = request.FILES.get("data")
+        if upload is None:
+            return error_response("multipart field 'data' with the .npz file is required", 400)
+        try:
+            sha, arrays, created = calibration.store(upload.chunks(), size=upload.size)
+        except uploads.UploadTooLarge as exc:
+            return error_response(str(exc), 413)
+        except calibration.InvalidCalibration as exc:
+            return error_response(str(exc), 400)
+        return Response({"id": sha, "arrays": arrays}, status=201 if created else 200)
+
+
 class ModelDetailView(APIView):
     @extend_schema(responses={200: ModelOut, 404: ErrorOut})
     def get(self, request: Request, sha256: str) -> Response:

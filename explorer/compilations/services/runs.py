@@ -33,6 +33,7 @@ from explorer.compilations.services.events import (
     record_event,
     stage_after,
 )
+from explorer.compilations.services.submission import calibration_path
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ def run_compilation(
             on_event=on_event,
             verify=bool(comp.options.get("verify", True)),
             benchmark=bool(comp.options.get("benchmark", True)),
+            calibration_data=calibration_path(comp.options),
         )
     except CompilationSuperseded:
         log.warning("compilation %s was reaped while running; stopped", compilation_id)

@@ -40,14 +40,22 @@ def cache_key(sha256: str, target: str, pipeline: str, input_shapes: dict, optio
 
 
 def normalize_options(options: dict | None) -> dict:
-    """`{"verify": bool, "benchmark": bool}` with defaults; raises InvalidRequest for others."""
+    """`{"verify": bool, "benchmark": bool}` with defaults, plus `calibration` (the sha256 of uploaded
+    calibration data) when given; raises InvalidRequest for others."""
     options = dict(options or {})
-    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS) - {"calibration"})
     if unknown:
         raise InvalidRequest(
-            f"unknown option {unknown[0]!r}; valid options: {', '.join(sorted(OPTION_DEFAULTS))}"
+            f"unknown option {unknown[0]!r}; valid options: {', '.join(sorted([*OPTION_DEFAULTS, 'calibration']))}"
         )
     out = dict(OPTION_DEFAULTS)
+    cal = options.pop("calibration", None)
+    if cal is not None:  # the sha256 of calibration data uploaded with POST /api/calibrations
+        from explorer.compilations.services.calibration import path_for
+
+        if not isinstance(cal, str) or path_for(cal) is None:
+            raise InvalidRequest(f"unknown calibration data {cal!r}: upload the .npz first (POST /api/calibrations)")
+        out["calibration"] = cal
     for key, value in options.items():
         if not isinstance(value, bool):
             raise InvalidRequest(f"option {key!r} must be true or false, got {value!r}")
@@ -89,7 +97,8 @@ def create_compilation(
 
     try:
         req = compiler.validate_request(
-            model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes
+            model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes,
+            calibration_data=calibration_path(opts),
         )
     except compiler.CompileError as exc:
         raise InvalidRequest(exc.message, exc.to_dict()) from exc
@@ -152,6 +161,16 @@ def _copy_for(source: Compilation, owner, visibility: str) -> Compilation:
             for e in source.events.order_by("seq").iterator()
         )
     return comp
+
+
+def calibration_path(options: dict) -> str | None:
+    """The stored calibration file a compilation's options name, or None."""
+    if not options.get("calibration"):
+        return None
+    from explorer.compilations.services.calibration import path_for
+
+    p = path_for(options["calibration"])
+    return str(p) if p is not None else None
 
 
 def _create_with_unique_id(**fields) -> Compilation:

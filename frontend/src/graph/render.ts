@@ -6,6 +6,7 @@ import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api";
 import { svg } from "../dom";
 import { fmtShape, fmtUs } from "../format";
 import type { FusedGroup, FusedNode } from "../events";
+import { fmtDb, type NodePrecision } from "../precision";
 import { edgeLabelText, groupColour, groupStroke, type BuiltGraph } from "./build";
 
 export interface DrawInput {
@@ -15,6 +16,8 @@ export interface DrawInput {
   groups: Map<string, { group: FusedGroup; index: number }>;
   /** Measured time of each kernel in µs, where timed (shown on its group). */
   kernelUs: Map<string, number>;
+  /** Each op node's precision and colour (precision.ts): int8 nodes painted by their SQNR. */
+  precision?: Map<string, NodePrecision>;
   onSelect(id: string): void;
 }
 
@@ -128,7 +131,10 @@ export function draw(input: DrawInput): Drawing {
         box(c, "group", groupColour(i), groupStroke(i), kernel, `${ops}${timeOf(kernel)}`, `${kernel}${info ? ` (${info.group.kind}, ${info.group.nodes.length} ops: ${ops})` : ""}${timeOf(kernel)}`);
       } else {
         const fn = nodes.get(c.id);
-        box(c, "op", "#fff", "#667", fn?.op_type ?? "?", fn?.name ?? c.id, `${fn?.op_type ?? "?"} ${fn?.name ?? c.id}`);
+        const p = input.precision?.get(c.id);
+        const ptip = p ? ` · ${p.precision}${p.sqnr_db !== null ? ` · SQNR ${fmtDb(p.sqnr_db)}` : ""}` : "";
+        box(c, `op${p ? ` prec-${p.precision}` : ""}`, p?.colour ?? "#fff", p?.precision === "int8" ? "#2b5c8a" : "#667",
+          fn?.op_type ?? "?", fn?.name ?? c.id, `${fn?.op_type ?? "?"} ${fn?.name ?? c.id}${ptip}`);
       }
     }
   };

@@ -11,7 +11,7 @@ import { fmtMs, fmtUs } from "../format";
 import { graphIr } from "../lang/graphir";
 import { linkTo } from "../router";
 import { initialState, isDone, reduce } from "../state";
-import { overview, ratio, type CompareSide } from "./compareRows";
+import { layerAlign, overview, ratio, type CompareSide } from "./compareRows";
 import { anchorLabel, type ReviewComment } from "../review";
 import { reviewApi } from "../reviewapi";
 import { trustedCommentHtml } from "../panes/comments";
@@ -61,7 +61,8 @@ export function comparePage(ids: [string, string]): ComparePage {
   sideComments(ids[0], "A", commentsA);
   sideComments(ids[1], "B", commentsB);
   const comments = h("section", { class: "card compare-comments" }, h("h3", null, "Comments"), h("div", { class: "compare-comment-cols" }, commentsA, commentsB));
-  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, h("section", { class: "card" }, irHead, irHost), comments));
+  const layers = h("section", { class: "card compare-layers" });
+  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, layers, h("section", { class: "card" }, irHead, irHost), comments));
   let diff: DiffViewer | null = null;
   let diffKey: [string | undefined, string | undefined] = [undefined, undefined];
   let frame = 0;
@@ -90,6 +91,11 @@ export function comparePage(ids: [string, string]): ComparePage {
     replace(kernels, h("h3", null, "Kernel by kernel (the kernels both sides have)"),
       names.length ? table(["kernel", "A", "B", "B / A"], kernelRows) : emptyState(a.state.kernels.size && b.state.kernels.size ? "The two sides have no kernel in common (they fused differently)." : "No kernels on both sides yet."),
       h("p", { class: "muted" }, `${names.length} in common${names.length > 300 ? " (the 300 slowest shown)" : ""}; ${onlyA} only in A, ${onlyB} only in B.`));
+
+    const aligned = layerAlign(a, b);
+    replace(layers, ...(aligned ? [h("h3", null, "Layer by layer (precision): A against B"),
+      table(["layer", "A precision", "B precision", "SQNR", "A kernel", "B kernel", "saved (A − B)"], aligned, 3),
+      h("p", { class: "muted" }, "SQNR against FP32 from the quantized side's report; kernel times where a layer's kernel was timed (a fused kernel counts for each layer in it)")] : []));
 
     const irA = a.state.passes[a.state.passes.length - 1]?.ir;
     const irB = b.state.passes[b.state.passes.length - 1]?.ir;

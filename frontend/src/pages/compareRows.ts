@@ -52,3 +52,29 @@ export function overview(a: CompareSide, b: CompareSide): Row[] {
     ["arena (no sharing)", A.memory ? `${fmtBytes(A.memory.arena_bytes)} (${fmtBytes(A.memory.no_sharing_bytes)})` : "–", B.memory ? `${fmtBytes(B.memory.arena_bytes)} (${fmtBytes(B.memory.no_sharing_bytes)})` : "–", ratio(A.memory?.arena_bytes, B.memory?.arena_bytes)],
   ];
 }
+
+/** The kernel that computes each node of a side (from its fusion graph) and that kernel's time in µs. */
+function nodeTimes(s: CompilationState): Map<string, { kernel: string; us: number | undefined }> {
+  const out = new Map<string, { kernel: string; us: number | undefined }>();
+  for (const g of s.fusion?.groups ?? []) for (const id of g.nodes) out.set(id, { kernel: g.kernel, us: s.kernels.get(g.kernel)?.timed?.median_us });
+  return out;
+}
+
+/**
+ * Layer by layer for an FP32 and a quantized compilation of one model (either side may be the quantized
+ * one): per layer of the quantization report, its precision on each side, its SQNR, the time of the kernel
+ * computing it on each side and the time saved (A - B). Null when neither side has a model.accuracy.
+ */
+export function layerAlign(a: CompareSide, b: CompareSide): string[][] | null {
+  const acc = b.state.accuracy ?? a.state.accuracy;
+  if (!acc) return null;
+  const ta = nodeTimes(a.state);
+  const tb = nodeTimes(b.state);
+  const prec = (s: CompareSide, node: string) => s.state.accuracy?.layers.find((l) => l.node === node)?.precision ?? (s.state.accuracy ? "–" : "fp32");
+  return acc.layers.map((l) => {
+    const x = ta.get(l.node)?.us;
+    const y = tb.get(l.node)?.us;
+    const saved = x !== undefined && y !== undefined ? fmtUs(x - y) : "–";
+    return [l.node, prec(a, l.node), prec(b, l.node), l.sqnr_db === null ? "–" : l.sqnr_db >= 999 ? "equal" : `${l.sqnr_db.toFixed(1)} dB`, fmtUs(x), fmtUs(y), saved];
+  });
+}

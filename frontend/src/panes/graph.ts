@@ -9,6 +9,7 @@ import { fmtShape, fmtUs } from "../format";
 import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { draw, type Drawing } from "../graph/render";
+import { CONVERT_COLOUR, FP32_COLOUR, INT8_UNMEASURED, nodePrecisions, opPrecision, SQNR_BANDS } from "../precision";
 import { linkTo, navigate } from "../router";
 import type { FusedGroup, FusedNode, GraphFused } from "../events";
 import { counts } from "../review";
@@ -46,6 +47,13 @@ function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }>
   });
 }
 
+/** The legend of the precision colouring: the SQNR bands of int8 nodes, unmeasured int8, Q/DQ, fp32. */
+export function precisionLegend(): HTMLElement[] {
+  const item = (colour: string, label: string) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: { background: colour } }), label);
+  return [h("span", { class: "muted" }, "precision: "), ...SQNR_BANDS.map((b) => item(b.colour, `int8 ${b.label}`)),
+    item(INT8_UNMEASURED, "int8 (no SQNR)"), item(CONVERT_COLOUR, "quantize / dequantize"), item(FP32_COLOUR, "fp32")];
+}
+
 export function graphPane(): Pane {
   const collapse = h("input", { type: "checkbox", class: "graph-collapse" });
   const status = h("span", { class: "muted graph-status" });
@@ -56,9 +64,10 @@ export function graphPane(): Pane {
   const names = h("datalist", { id: "graph-node-names" });
   const canvas = h("div", { class: "graph-canvas" });
   const side = h("aside", { class: "graph-side" });
+  const legend = h("div", { class: "graph-legend", "aria-label": "Precision legend" });
   const el = h("section", { class: "graph", "aria-label": "Fusion graph" },
     h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), fitBtn, zin, zout, find, names, status),
-    h("div", { class: "graph-main" }, canvas, side));
+    legend, h("div", { class: "graph-main" }, canvas, side));
   let ctx: PaneContext | null = null;
   let fusion: GraphFused | undefined;
   let drawing: Drawing | null = null;
@@ -88,7 +97,10 @@ export function graphPane(): Pane {
       if (mine !== generation) return; // a newer layout (other graph or grouping) was asked for
       const kernelUs = new Map<string, number>();
       for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) kernelUs.set(k.name, k.timed.median_us);
-      drawing = draw({ laid: graph, built, nodes, groups, kernelUs, onSelect: select });
+      const precision = ctx?.state.accuracy || f.nodes.some((n) => opPrecision(n.op_type) === "int8")
+        ? nodePrecisions(f.nodes, ctx?.state.accuracy) : undefined;
+      replace(legend, ...(precision ? precisionLegend() : []));
+      drawing = draw({ laid: graph, built, nodes, groups, kernelUs, precision, onSelect: select });
       replace(canvas, drawing.svg);
       markCommented();
       drawing.home();

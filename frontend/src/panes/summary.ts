@@ -1,6 +1,8 @@
 /**
  * Summary: the model (with its storage types), latency against ONNX Runtime, the accuracy verdict
- * (match, differ, or not verified with the reason: verdict.ts), compile time per stage, memory.
+ * (match, differ, or not verified with the reason: verdict.ts), for a quantized compilation the
+ * precision card (accuracy against FP32 beside the speed: panes/precision.ts), compile time per
+ * stage, memory.
  */
 import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary } from "../events";
 import { h, replace } from "../dom";
@@ -8,6 +10,7 @@ import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
 import { splitPipeline } from "../pipeline";
 import type { CompilationState } from "../state";
 import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
+import { precisionCard } from "./precision";
 import type { Pane, PaneContext } from "./types";
 
 function card(title: string, ...body: (Node | string | null)[]): HTMLElement {
@@ -46,11 +49,14 @@ function latency(t: ModelTimed): HTMLElement {
       bar("Prism", t.prism_ms, t.prism_ms, fmtMs(t.prism_ms), "prism"),
       h("p", { class: "muted" }, `median of ${t.repeats} runs; ONNX Runtime did not run this model, so there is no comparison`));
   }
-  const max = Math.max(t.prism_ms, ort);
+  const i8 = t.onnxruntime_int8_ms ?? null;
+  const max = Math.max(t.prism_ms, ort, i8 ?? 0);
+  const prec = t.precision ? ` ${t.precision.toUpperCase()}` : "";
   return h("div", null,
-    h("p", { class: "big" }, `${fmtNum(t.ratio)}×`, h("span", { class: "muted" }, t.ratio <= 1 ? " of ONNX Runtime's time (Prism faster)" : " of ONNX Runtime's time (Prism slower)")),
-    bar("Prism", t.prism_ms, max, fmtMs(t.prism_ms), "prism"),
-    bar("ONNX Runtime", ort, max, fmtMs(ort), "ort"),
+    h("p", { class: "big" }, `${fmtNum(t.ratio)}×`, h("span", { class: "muted" }, t.ratio <= 1 ? ` of ONNX Runtime's time${prec ? " (FP32)" : ""} (Prism faster)` : ` of ONNX Runtime's time${prec ? " (FP32)" : ""} (Prism slower)`)),
+    bar(`Prism${prec}`, t.prism_ms, max, fmtMs(t.prism_ms), "prism"),
+    bar(prec ? "ONNX Runtime FP32" : "ONNX Runtime", ort, max, fmtMs(ort), "ort"),
+    i8 !== null ? bar("ONNX Runtime INT8", i8, max, fmtMs(i8), "ort ort-int8") : null,
     h("p", { class: "muted" }, `median of ${t.repeats} runs`));
 }
 
@@ -97,7 +103,8 @@ export function summaryPane(): Pane {
   let last: CompilationState | null = null;
   return {
     el,
-    update({ state, meta }: PaneContext) {
+    update(ctx: PaneContext) {
+      const { state, meta } = ctx;
       if (state === last) return;
       last = state;
       const s = state.started;
@@ -131,6 +138,7 @@ export function summaryPane(): Pane {
           "Accuracy",
           v ? accuracy(v) : pending(state, "verification"),
         )),
+        state.accuracy ? precisionCard(ctx, state.accuracy) : null,
         card(
           "Compile time",
           stageMs

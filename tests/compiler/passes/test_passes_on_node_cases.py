@@ -16,7 +16,7 @@ from compiler.passes import REGISTRY, load_passes
 from compiler.passes.base import PassContext
 from compiler.passes.verify import verify_graph
 
-O2 = ["fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
+O2 = ["fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
       "eliminate-dead-code", "fuse-layer-norm", "fuse-ops", "plan-memory"]
 
 

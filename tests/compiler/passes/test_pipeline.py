@@ -45,7 +45,7 @@ def test_presets_expand_to_valid_text(name: str) -> None:
 
 def test_o2_has_the_issue_passes_in_order() -> None:
     names = [p.name for p in parse_pipeline("O2").passes]
-    assert names == ["fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
+    assert names == ["fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
                      "eliminate-dead-code", "fuse-layer-norm", "fuse-ops", "plan-memory"]
     assert parse_pipeline("O0").passes == ()
 
@@ -72,9 +72,17 @@ def test_unknown_option_is_named_with_valid_options() -> None:
     ("fuse-ops{max-group-size=1", "unbalanced"),
     ("fold-constants,,simplify", "empty entry"),
     ("fuse-ops{max-group-size=1 max-group-size=2}", "given twice"),
-    ("fold-constants,O2", "preset"),
 ])
 def test_malformed_pipelines(text: str, words: str) -> None:
     with pytest.raises(CompileError) as info:
         parse_pipeline(text)
     assert info.value.stage == "request" and words in info.value.message
+
+
+def test_a_preset_in_a_list_expands_in_place_and_quantize_runs_before_fusion() -> None:
+    text = parse_pipeline("O2,quantize{dtype=int8}").text()
+    names = [p.name for p in parse_pipeline(text).passes]
+    assert names[-3:] == ["quantize", "fuse-ops", "plan-memory"] and names[0] == "fold-qdq"
+    assert parse_pipeline(text).text() == text  # the canonical text prints back to itself
+    assert [p.name for p in parse_pipeline("fold-constants,O1").passes] == ["fold-constants", "fold-constants",
+                                                                            "simplify", "eliminate-dead-code"]

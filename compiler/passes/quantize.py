@@ -1,0 +1,116 @@
+"""``quantize``: post-training quantization of an FP32 model to INT8, with calibration and an
+accuracy report (``quantize{dtype=int8 calibration=minmax per-channel=true exclude=NAME;NAME}``).
+
+Rewrites, in order:
+1. the calibration inputs (``calibration_data`` of the compilation: an ``.npz`` with one array per graph
+   input, samples along a leading axis; ``compiler.quant.calibrate``) run through the FP32 model (the IR
+   at this point); without them, 8 seeded random inputs, with a ``missed`` remark saying that the ranges
+   then mean little;
+2. every quantizable layer (Conv, MatMul, Gemm with a constant weight; Add/Mul of two activations;
+   GlobalAveragePool; data movement after a quantized tensor: ``compiler.quant.insert``) not named in
+   ``exclude`` gets QuantizeLinear/DequantizeLinear pairs on its activations (ranges by ``calibration``:
+   minmax, percentile, entropy) and its weight quantized to int8 (per output channel with
+   ``per-channel``), as ONNX Runtime's ``quantize_static`` writes the QDQ form;
+3. the QDQ form is folded into integer ops (``fold-qdq``'s rewrites, ``compiler.quant.fold``); weights of
+   layers left in float are dequantized back at compile time.
+The accuracy of the plan is measured against the FP32 model on the calibration inputs (per quantized
+layer and per output: ``compiler.quant.evaluate``) and stored for the ``model.accuracy`` event; with
+``fallback=true`` the layer with the worst SQNR goes back to FP32, one at a time, until the criterion
+(``min-sqnr`` dB on every output, ``min-top1`` agreement on class scores) holds, each a remark with its
+numbers. The QDQ model is kept (``ctx.artifacts["qdq_model"]``) so that ONNX Runtime runs the same
+quantization for verification and timing.
+
+Left alone: graph outputs stay float32; nodes of other domains; grouped graphs (run it before
+``fuse-ops``: a pipeline that names it after a preset or after ``fuse-ops`` places it right before
+``fuse-ops``). ``dtype`` other than int8 (bf16, fp16) is refused with an error naming it. An ``exclude``
+naming no node is an error that lists the closest node names.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..errors import CompileError
+from ..ir import Graph
+from ..quant import calibrate, fold, insert
+from .base import Option, Pass, PassContext, PassResult, Remark, register
+
+METHODS = ("minmax", "percentile", "entropy")
+
+
+@register
+class Quantize(Pass):
+    """Post-training INT8 quantization with calibration and accuracy-driven fallback (see module)."""
+
+    name = "quantize"
+    before = ("fuse-ops", "plan-memory")
+    options = (
+        Option("dtype", str, "int8", "the reduced precision: int8"),
+        Option("calibration", str, "minmax", "activation range method: minmax, percentile or entropy"),
+        Option("percentile", float, 99.99, "the percentile of |x| kept by calibration=percentile"),
+        Option("per-channel", bool, True, "weights quantized per output channel (else per tensor)"),
+        Option("activation", str, "u8", "activation type: u8 (asymmetric uint8) or s8 (asymmetric int8)"),
+        Option("exclude", str, "", "node names left in FP32, separated by ';'"),
+        Option("fallback", bool, False, "return the worst-SQNR layers to FP32 one by one until the criterion holds"),
+        Option("min-sqnr", float, 20.0, "criterion: every output's SQNR against FP32 at least this (dB)"),
+        Option("min-top1", float, 0.99, "criterion: top-1 agreement with FP32 at least this, for class scores"),
+    )
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        o = self.opts
+        if o["dtype"] != "int8":
+            raise CompileError("request", f"quantize: dtype={o['dtype']} is not supported (supported: int8)",
+                               pass_name=self.name)
+        if o["calibration"] not in METHODS:
+            raise CompileError("request", f"quantize: calibration={o['calibration']} is not one of "
+                               f"{', '.join(METHODS)}", pass_name=self.name)
+        if o["activation"] not in ("u8", "s8"):
+            raise CompileError("request", f"quantize: activation={o['activation']} is not u8 or s8", pass_name=self.name)
+        if any(n.op_type == "FusedGroup" for n in graph.nodes):
+            raise CompileError("passes", "quantize must run before fuse-ops (the graph is already fused)",
+                               pass_name=self.name)
+        exclude = self._exclude(graph)
+        remarks: list[Remark] = []
+        raw = ctx.artifacts.get("calibration_data")
+        if raw is None:
+            data = calibrate.random_calibration(graph)
+            remarks.append(self.remark("missed", f"calibration: no calibration data was given, so the activation "
+                                       f"ranges come from {calibrate.RANDOM_SAMPLES} seeded random inputs and mean "
+                                       "little for real inputs; give --calibration-data FILE.npz", [],
+                                       warning=True, samples=calibrate.RANDOM_SAMPLES))
+        else:
+            data = calibrate.load_calibration(raw, graph)
+        samples = len(calibrate.samples_of(data))
+        from ..quant.session import QuantSession
+
+        qs = QuantSession(graph, data, o)
+        report, final = qs.search(exclude, remarks, self)
+        plan = qs.plan(final)
+        dq_names = insert.insert_qdq(graph, plan, qs.params, bool(o["per-channel"]))
+        result = fold.fold_graph(graph)
+        consts = insert.fold_constant_dq(graph)
+        for kind, msg, nodes, data_ in result.remarks:
+            if kind == "missed":
+                remarks.append(self.remark(kind, msg, nodes, **data_))
+        remarks += qs.layer_remarks(plan, final, report, self)
+        ctx.artifacts["qdq_model"] = qs.qdq_model
+        ctx.artifacts["accuracy"] = qs.payload(report, final, samples, raw is None)
+        remarks.append(self.remark(
+            "analysis", f"quantized {len(plan.layers)} layers to int8 ({result.folded} integer ops, "
+            f"{len(final)} layers in FP32, {consts} weights dequantized back); calibration {o['calibration']} on "
+            f"{samples} samples; criterion {'passed' if report['passed'] else 'FAILED: ' + '; '.join(report['reasons'])}",
+            [], layers=len(plan.layers), folded=result.folded, fp32_layers=sorted(final),
+            passed=report["passed"], dequantized=len(dq_names)))
+        return PassResult(True, remarks, {"quantized_layers": len(plan.layers), "fp32_layers": len(final)})
+
+    def _exclude(self, graph: Graph) -> set[str]:
+        names = [x.strip() for x in str(self.opts["exclude"]).split(";") if x.strip()]
+        known = {n.name or n.label for n in graph.nodes}
+        for x in names:
+            if x not in known:
+                close = difflib.get_close_matches(x, sorted(known), n=5, cutoff=0.4)
+                hint = f"; closest node names: {', '.join(close)}" if close else ""
+                raise CompileError("request", f"quantize: exclude={x!r} names no node of the graph{hint}",
+                                   pass_name=self.name)
+        return set(names)
+

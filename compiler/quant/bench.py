@@ -1,0 +1,108 @@
+"""``python -m compiler.bench --precision int8``: Prism INT8 beside ONNX Runtime FP32 and INT8, with the
+accuracy it costs, over the INT8 set, in one run.
+
+For each model the FP32 model is compiled with ``O2,quantize{dtype=int8 ...}`` and real calibration
+images (``compiler.quant.images``: scikit-image's sample photographs, normalized as the model expects;
+seeded random inputs for the encoder, whose input is not an image). The compilation's child process
+times Prism's INT8 code, ONNX Runtime on the FP32 model and ONNX Runtime on the equivalent QDQ model (the
+same quantization; fully optimized, so its integer kernels run), alternating run by run, one thread
+each. A row: Prism INT8 ms, ORT FP32 ms, ORT INT8 ms, Prism / ORT FP32, Prism / ORT INT8, the worst
+output SQNR against FP32 (dB), top-1 agreement where the output is class scores, the accuracy criterion
+and the verification against ONNX Runtime on the QDQ model. The last lines are the geometric mean of
+Prism / ORT INT8 and the issue's targets (ResNet-50 at most 0.5x ORT FP32 and at most ORT INT8; the
+geometric mean at most 1.0). Times are medians and noisy on a shared machine: compare the ratios.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+INT8_MODELS = ["light_resnet50", "yolov8n", "ppocr_v4_det", "encoder", "dwcnn"]
+NORMALIZE = {"light_resnet50": "imagenet", "yolov8n": "unit", "ppocr_v4_det": "imagenet", "dwcnn": "imagenet"}
+
+
+def _model(name: str) -> tuple[Any, dict[str, list[int]]]:
+    from .. import samples
+    from . import models
+
+    if name == "encoder":
+        return models.encoder(), {}
+    if name == "dwcnn":
+        return models.dwcnn(), {}
+    s = samples.get(name)
+    return str(samples.fetch(name)), dict(s.input_shapes)
+
+
+def calibration_for(name: str, model: Any, shapes: dict[str, list[int]], count: int) -> dict[str, Any] | None:
+    """Calibration inputs for ``name``: images for image models, None (seeded random) otherwise."""
+    import onnx
+
+    from .images import calibration_images
+
+    if name not in NORMALIZE:
+        return None
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+    inits = {t.name for t in proto.graph.initializer}
+    (inp,) = [i for i in proto.graph.input if i.name not in inits]
+    dims = shapes.get(inp.name) or [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    return {inp.name: calibration_images(int(dims[2]), int(dims[3]), count, NORMALIZE[name])}
+
+
+def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = "host") -> dict[str, Any]:
+    """Quantize, compile, verify and time one model; its row (see the module docstring)."""
+    import compiler
+
+    model, shapes = _model(name)
+    cal = calibration_for(name, model, shapes, samples)
+    pipeline = "O2,quantize{dtype=int8" + (f" {options}" if options else "") + "}"
+    t0 = time.perf_counter()
+    r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes or None, calibration_data=cal)
+    row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(time.perf_counter() - t0, 1),
+                           "calibration": "images" if cal is not None else "random"}
+    if not r.ok:
+        return row
+    t = (r.of_type("model.timed") or [{}])[-1]
+    a = (r.of_type("model.accuracy") or [{}])[-1]
+    v = (r.of_type("model.verified") or [{}])[-1]
+    outs = a.get("outputs", {})
+    sq = [o["sqnr_db"] for o in outs.values() if o.get("sqnr_db") is not None]
+    top1 = [o["top1"] for o in outs.values() if "top1" in o]
+    i8, f32 = t.get("onnxruntime_int8_ms"), t.get("onnxruntime_ms")
+    row.update(prism_ms=t.get("prism_ms"), onnxruntime_ms=f32, onnxruntime_int8_ms=i8,
+               ratio_fp32=t.get("ratio"), ratio_int8=t.get("ratio_int8"), sqnr_db=min(sq) if sq else None,
+               top1=min(top1) if top1 else None, criterion=(a.get("criterion") or {}).get("passed"),
+               verified=v.get("passed"), fp32_layers=sum(1 for x in a.get("layers", []) if x["precision"] == "fp32"))
+    return row
+
+
+def _f(x: Any, spec: str, width: int) -> str:
+    return f"{x:>{width}{spec}}" if isinstance(x, int | float) else f"{'-':>{width}}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'model':<16} {'Prism INT8 ms':>13} {'ORT FP32 ms':>11} {'ORT INT8 ms':>11} {'/FP32':>6} {'/INT8':>6} "
+            f"{'SQNR dB':>8} {'top-1':>6} {'crit.':>5} {'verified':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if not r["ok"]:
+            err = r["error"] or {}
+            lines.append(f"{r['model']:<16} FAILED ({err.get('stage')}): {str(err.get('message'))[:80]}")
+            continue
+        top1 = f"{100 * r['top1']:.0f}%" if r.get("top1") is not None else "-"
+        lines.append(f"{r['model']:<16} {_f(r['prism_ms'], '.2f', 13)} {_f(r['onnxruntime_ms'], '.2f', 11)} "
+                     f"{_f(r['onnxruntime_int8_ms'], '.2f', 11)} {_f(r['ratio_fp32'], '.2f', 6)} "
+                     f"{_f(r['ratio_int8'], '.2f', 6)} {_f(r['sqnr_db'], '.1f', 8)} {top1:>6} "
+                     f"{'pass' if r['criterion'] else 'FAIL':>5} {'pass' if r['verified'] else 'FAIL':>8}")
+    ratios = [r["ratio_int8"] for r in rows if r["ok"] and r.get("ratio_int8")]
+    if ratios:
+        g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"geometric-mean Prism INT8 / ORT INT8 over {len(ratios)} models: {g:.2f} (target <= 1.0)")
+    r50 = next((r for r in rows if r["model"] == "light_resnet50" and r["ok"]), None)
+    if r50 is not None:
+        lines.append(f"ResNet-50 INT8, 1 thread: {_f(r50['ratio_fp32'], '.2f', 0)}x ORT FP32 (target <= 0.5), "
+                     f"{_f(r50['ratio_int8'], '.2f', 0)}x ORT INT8 (target <= 1.0); top-1 agreement "
+                     f"{_f(100 * r50['top1'] if r50.get('top1') is not None else None, '.0f', 0)}%, "
+                     f"SQNR {_f(r50['sqnr_db'], '.1f', 0)} dB")
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""Evaluating a quantization plan: the FP32 model against its QDQ form on the same inputs, per
+quantized layer and per graph output (figures: ``compiler.quant.accuracy``).
+
+The QDQ model is run by ONNX Runtime with graph optimizations off: every DequantizeLinear, float op and
+QuantizeLinear runs as written, so the result is the integer computation up to the rounding of float
+accumulation (ONNX Runtime's ``qdq_loss_debug`` evaluates the same way). Per-layer figures are
+accumulated sample by sample (squared norms, max errors), so no activation is kept for longer than one
+sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .accuracy import compare, criterion
+from .calibrate import run_fp32
+
+
+def evaluate(fp32: Any, qdq: Any, layers: list[tuple[str, str, str]], outputs: list[str],
+             data: Mapping[str, np.ndarray], min_sqnr_db: float, min_top1: float) -> dict[str, Any]:
+    """``{"layers": [{"node", "sqnr_db", "max_abs_error"}], "outputs": {name: compare(...)}, "passed",
+    "reasons"}``; ``layers`` are ``(node, FP32 tensor, dequantized tensor)``."""
+    acc = {n: [0.0, 0.0, 0.0] for n, _, _ in layers}  # ||x||^2, ||x - y||^2, max |x - y|
+    xs: dict[str, list[np.ndarray]] = {o: [] for o in outputs}
+    ys: dict[str, list[np.ndarray]] = {o: [] for o in outputs}
+    ref = run_fp32(fp32, [t for _, t, _ in layers], data)
+    got = run_fp32(qdq, [t for _, _, t in layers], data)
+    for a, b in zip(ref, got, strict=True):
+        for node, t, d in layers:
+            x, y = a[t].astype(np.float64), b[d].astype(np.float64)
+            s = acc[node]
+            s[0] += float(np.sum(x * x))
+            s[1] += float(np.sum((x - y) ** 2))
+            s[2] = max(s[2], float(np.abs(x - y).max(initial=0.0)))
+        for o in outputs:
+            xs[o].append(a[o])
+            ys[o].append(b[o])
+    rows = []
+    for node, _, _ in layers:
+        sig, noise, mx = acc[node]
+        db = 999.0 if noise == 0 else (-999.0 if sig == 0 else round(10 * math.log10(sig / noise), 3))
+        rows.append({"node": node, "sqnr_db": db, "max_abs_error": mx})
+    outs = {o: compare(np.stack(xs[o]), np.stack(ys[o])) for o in outputs}
+    passed, reasons = criterion(outs, min_sqnr_db, min_top1)
+    return {"layers": rows, "outputs": outs, "passed": passed, "reasons": reasons}

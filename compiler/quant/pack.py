@@ -1,0 +1,61 @@
+"""Compile-time packing of integer weights for the INT8 micro-kernels (``compiler.schedule.int8``).
+
+A weight matrix ``W[m, k]`` (int32 values ``w - w_zero_point``; m = output channel or column) is packed
+``G`` consecutive k per 32-bit word, little-endian: ``G = 4`` signed bytes for ``vpdpbusd`` (u8
+activation x s8 weight), ``G = 2`` signed 16-bit halves for ``vpdpwssd`` / ``pmaddwd``. K is zero-padded
+to a multiple of G (a zero weight adds nothing whatever the activation there).
+
+With ``G = 4`` the activation operand is unsigned: an int8 activation ``x`` is fed as ``x + 128`` (its
+byte with the top bit flipped) and a zero point ``z`` is not subtracted from it, so the accumulator
+holds ``sum (x + off) w`` and the true ``sum (x - z) w`` is that minus ``(z + off) * sum_k w``: the
+*compensation*, a per-channel int32 folded into the bias here (oneDNN's and ONNX Runtime's s8s8 scheme).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def choose_group(w: np.ndarray, vnni: bool) -> int:
+    """4 (vpdpbusd) when the target has VNNI and ``w`` (values ``w - w_zero_point``) fits int8, else 2."""
+    return 4 if vnni and int(w.min(initial=0)) >= -128 and int(w.max(initial=0)) <= 127 else 2
+
+
+def pack_words(w: np.ndarray, group: int) -> np.ndarray:
+    """``w`` [M, K] (int) as int32 words [M, ceil(K / group)], ``group`` values per word (see module)."""
+    m, k = w.shape
+    kp = -(-k // group) * group
+    padded = np.zeros((m, kp), np.int8 if group == 4 else np.int16)
+    padded[:, :k] = w
+    return np.ascontiguousarray(padded).view(np.int32).reshape(m, kp // group)
+
+
+def compensation(w: np.ndarray, x_zero_point: int, x_signed: bool, group: int) -> np.ndarray:
+    """Per-row int32 to add to the accumulator: ``-(z + off) * sum_k w`` for ``group = 4`` (``off`` = 128
+    for an int8 activation), 0 for ``group = 2`` (the activation is stored as ``x - z`` exactly)."""
+    if group == 2:
+        return np.zeros(w.shape[0], np.int64)
+    off = 128 if x_signed else 0
+    return -(int(x_zero_point) + off) * w.astype(np.int64).sum(axis=1)
+
+
+def tile_rows(words: np.ndarray, mr: int) -> np.ndarray:
+    """Words [M, KG] as [M / mr, KG, mr] (the broadcast operand of a register tile of mr rows)."""
+    m, kg = words.shape
+    return np.ascontiguousarray(words.reshape(m // mr, mr, kg).transpose(0, 2, 1))
+
+
+def tile_cols(words: np.ndarray, nr: int) -> np.ndarray:
+    """Words [N, KG] (one row per output column) as zero-padded panels [ceil(N / nr), KG, nr]."""
+    n, kg = words.shape
+    tiles = -(-n // nr)
+    padded = np.zeros((tiles * nr, kg), np.int32)
+    padded[:n] = words
+    return np.ascontiguousarray(padded.reshape(tiles, nr, kg).transpose(0, 2, 1))
+
+
+def multiplier(x_scale: float, w_scale: np.ndarray, y_scale: float, alpha: float = 1.0) -> np.ndarray:
+    """The float32 requantization multipliers ``(x_scale * w_scale) / y_scale`` per channel, computed in
+    float32 left to right as ONNX Runtime does (``compiler.loops.ops_qlinear``)."""
+    xs = np.float32(x_scale) * np.float32(alpha) if alpha != 1.0 else np.float32(x_scale)
+    return ((xs * np.asarray(w_scale, np.float32)) / np.float32(y_scale)).astype(np.float32)

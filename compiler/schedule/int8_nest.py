@@ -1,0 +1,294 @@
+"""The loop nests of the INT8 micro-kernels (``compiler.schedule.int8`` documents the scheme): the
+register-tiled integer GEMM, the input padding and the im2col-and-interleave packing of a Conv.
+
+A *word* is an i32 holding ``G`` operand values (``compiler.quant.pack``): for ``G = 4`` the activation
+bytes as unsigned (``x + off``, ``off`` = 128 for int8), for ``G = 2`` the 16-bit ``x - z``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..loops.ir import (
+    Allocate,
+    Bin,
+    Buffer,
+    Cast,
+    Expr,
+    For,
+    If,
+    Int,
+    Load,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+    add,
+    call,
+    floordiv,
+    floormod,
+    mul,
+    sub,
+    substitute,
+)
+from ..loops.lower import KernelArg, LoweredKernel
+from ..loops.tensor import unravel
+from .gemm import replace_anchor as _replace_anchor
+
+L2_BLOCK_BYTES = 256 * 1024
+SIGN_FLIP = -2139062144  # 0x80808080 as int32: the top bit of each of the four bytes
+
+
+def _i32(e: Expr) -> Expr:
+    return e if e.dtype == "i32" else Cast("i32", e)
+
+
+def word(values: list[Expr | None], group: int, xz: int, off: int) -> Expr:
+    """The i32 word of ``group`` activation values (None: a padded k, worth 0)."""
+    out: Expr | None = None
+    for j, v in enumerate(values):
+        if v is None:
+            continue
+        if group == 4:
+            part = add(_i32(v), Int(off, "i32")) if off else _i32(v)
+            part = Bin("<<", part, Int(8 * j, "i32")) if j else part
+        else:
+            part = sub(_i32(v), Int(xz, "i32")) if xz else _i32(v)
+            part = Bin("<<", part, Int(16, "i32")) if j else Bin("&", part, Int(0xFFFF, "i32"))
+        out = part if out is None else Bin("|", out, part)
+    return out if out is not None else Int(0, "i32")
+
+
+def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[[int], Expr | None]], Stmt],
+                value: Callable[[Expr], Expr]) -> Stmt:
+    """``body(kg, j -> value of k = kg*G + j)`` over the full word groups (a loop) and the partial last one
+    (peeled, its missing k as None)."""
+    full = k_n // group
+    vk = Var("kg")
+    stmts: list[Stmt] = []
+    if full:
+        stmts.append(For(vk, full, body(vk, lambda j: value(add(mul(vk, group), j)))))
+    if kg_n > full:
+        last = Int(full)
+        stmts.append(body(last, lambda j: value(Int(full * group + j)) if full * group + j < k_n else None))
+    return stmts[0] if len(stmts) == 1 else Seq(stmts)
+
+
+def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_word: Callable[[Expr, Expr, Expr], Expr],
+               b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
+               fn: str) -> Stmt:
+    """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``."""
+    vmo, vnt, vk, vmi, vni = (Var(x) for x in ("mo", "nt", "kq", "mi", "ni"))
+    acc = Buffer("acc", "i32", (acc_rows, nr), "local")
+    init = For(vmi, acc_rows, For(vni, nr, Store(acc, (vmi, vni), Int(0, "i32")), "vectorized"), "unrolled")
+    upd = Store(acc, (vmi, vni), call(fn, Load(acc, (vmi, vni)), b_word(vk, vnt, vni), a_word(vmo, vk, vmi)))
+    kloop = For(vk, kg_n, For(vmi, acc_rows, For(vni, nr, upd, "vectorized"), "unrolled"))
+    out = For(vmi, acc_rows, For(vni, nr, store(vmo, vnt, vmi, vni), "vectorized"), "unrolled")
+    return For(vmo, m_tiles, For(vnt, n_tiles, Allocate(acc, Seq([init, kloop, out]))))
+
+
+def _epilogue_store(epi: Expr, acc_val: Expr, mapping: dict[str, Expr], buf: Buffer, idx: tuple[Expr, ...],
+                    conds: list[Expr]) -> Stmt:
+    st: Stmt = Store(buf, idx, substitute(_replace_anchor(epi, acc_val), mapping))
+    if conds:
+        c = conds[0]
+        for x in conds[1:]:
+            c = Bin("and", c, x)
+        st = If(c, st)
+    return st
+
+
+def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, epi: Expr, vs: list[Var],
+              spec: dict[str, Any], group: int, mr: int, nr: int, width: int, dims: tuple[int, int, int]) -> Stmt:
+    """Rows m of A (broadcast words), columns n of the packed B (vector words)."""
+    m_n, n_n, k_n = dims
+    kg_n = -(-k_n // group)
+    off = 128 if spec["signed"] and group == 4 else 0
+    tiles = math.ceil(n_n / nr)
+    if group == 4 and k_n % 4 == 0:
+        av = Buffer(abuf.name, "i32", (m_n, k_n // 4), abuf.scope)  # four bytes of a row read as one word
+
+        def a_word(mo: Expr, kg: Expr, mi: Expr) -> Expr:
+            w = Load(av, (add(mul(mo, mr), mi), kg))
+            return Bin("^", w, Int(SIGN_FLIP, "i32")) if off else w
+        how = "A read as int32 words" + (" (xor 0x80808080: int8 -> unsigned)" if off else "")
+    else:  # G values per word from bytes; the last word may read past a row (its weights are 0) or the end (slack)
+        flat = Buffer(abuf.name, abuf.dtype, (m_n * k_n + group,), abuf.scope)
+
+        def a_word(mo: Expr, kg: Expr, mi: Expr) -> Expr:
+            m = add(mul(mo, mr), mi)
+            return word([Load(flat, (add(mul(m, k_n), add(mul(kg, group), j)),)) for j in range(group)],
+                        group, spec["xz"], off)
+        how = f"A packed {group} per word on the fly"
+    out2 = Buffer(out_buf.name, out_buf.dtype, (m_n, n_n), out_buf.scope)
+    lead = [int(d) for d in out_buf.shape[:-1]]
+
+    def store(mo: Expr, nt: Expr, mi: Expr, ni: Expr) -> Stmt:
+        m, n = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
+        mapping = dict(zip([v.name for v in vs[:-1]], unravel(m, lead), strict=True)) | {vs[-1].name: n}
+        conds = [Bin("<", n, Int(n_n))] if n_n % nr else []
+        return _epilogue_store(epi, Load(Buffer("acc", "i32", (mr, nr), "local"), (mi, ni)), mapping, out2, (m, n),
+                               conds)
+
+    lk.func.attrs["schedule"] += [f"tile(m={m_n}, n={n_n}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} i32 register tile",
+                                  f"split(k, {group}) -> kq  # {group} products per lane and step", how,
+                                  "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x "
+                                  f"<{width} x i32>", "compute_at(epilogue, ni)  # requantize before the store"]
+    return gemm_tiles(mr, nr, m_n // mr, tiles, kg_n, a_word, lambda kg, nt, ni: Load(bbuf, (nt, kg, ni)),
+                      store, "dpbusd" if group == 4 else "dpwssd")
+
+
+def _lanes(extent: int, width: int) -> int | None:
+    return next((v for v in (width, 8, 4) if v <= width and extent % v == 0), None)
+
+
+def _vector_for(var: Var, extent: int, width: int, body: Callable[[Expr], Stmt]) -> Stmt:
+    """``for var in extent: body(var)``, vectorized by the widest of width/8/4 lanes dividing it."""
+    lanes = _lanes(extent, width)
+    if lanes is None:
+        return For(var, extent, body(var))
+    if lanes == extent:
+        return For(var, extent, body(var), "vectorized")
+    vo, vi = Var(var.name + "_o"), Var(var.name + "_i")
+    return For(vo, extent // lanes, For(vi, lanes, body(add(mul(vo, lanes), vi)), "vectorized"))
+
+
+def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, epi: Expr, vs: list[Var],
+              spec: dict[str, Any], group: int, mr: int, nr: int, width: int, dims: tuple[int, ...],
+              geom: tuple[list[int], list[int], list[int]]) -> Stmt:
+    """Per image: pad X once (unless 1x1 stride 1), then per column block pack the words and run the GEMM."""
+    n_b, c_n, h, w_, co, k_n, kh, kw, oh, ow = dims
+    st, dil, pb = geom
+    kg_n = -(-k_n // group)
+    off = 128 if spec["signed"] and group == 4 else 0
+    n_pix = oh * ow
+    direct = kh == kw == 1 and st == [1, 1] and pb == [0, 0] and h * w_ == n_pix
+    vn = Var("n")
+    sched = lk.func.attrs["schedule"]
+    stmts: list[Stmt] = []
+    if direct:
+        blk = min(n_pix, max(nr, (L2_BLOCK_BYTES // max(1, kg_n * 4)) // nr * nr))
+        blk = -(-blk // nr) * nr if blk < n_pix else n_pix
+        xv = Buffer(xbuf.name, xbuf.dtype, (n_b, c_n, n_pix), xbuf.scope)
+
+        sched.append(f"view(X as [{c_n}, {n_pix}])  # 1x1 stride 1: words packed straight from X")
+    else:
+        hp, wp = (oh - 1) * st[0] + (kh - 1) * dil[0] + 1, (ow - 1) * st[1] + (kw - 1) * dil[1] + 1
+        numel = c_n * hp * wp
+        xp = Buffer("xpad", xbuf.dtype, (c_n, hp, wp), "scratch")
+        flat = Buffer("xpad", xbuf.dtype, (-(-numel // width) * width,), "scratch")
+        lk.args.append(KernelArg("scratch", f"{lk.name}.xpad", flat))
+        vi, vc, vy, vx = Var("pi"), Var("c"), Var("y"), Var("x")
+        fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), Int(spec["xz"], xbuf.dtype)))
+        ch, cw = min(h, hp - pb[0]), min(w_, wp - pb[1])
+        copy = For(vc, c_n, For(vy, ch, _vector_for(vx, cw, width, lambda x: Store(
+            xp, (vc, add(vy, pb[0]), add(x, pb[1])), Load(xbuf, (vn, vc, vy, x))))))
+        stmts += [fill, copy]
+        sched.append(f"pad(X -> xpad[{c_n}, {hp}, {wp}], value = x_zero_point {spec['xz']})  # once per image")
+        blk = None
+    rows = 1
+    if not direct:
+        rows = max(1, min(oh, L2_BLOCK_BYTES // max(1, kg_n * 4 * ow)))
+        blk = rows * ow
+    assert blk is not None
+    cols = -(-blk // nr) * nr
+    col = Buffer("col", "i32", (kg_n, cols), "scratch")
+    lk.args.append(KernelArg("scratch", f"{lk.name}.col", col))
+    nblocks = math.ceil(n_pix / blk)
+    vb = Var("nb")
+    if direct:
+        vp = Var("p")
+
+        def packed(kg: Expr, vals: Callable[[int], Expr | None]) -> Stmt:
+            def one(p: Expr) -> Stmt:
+                q = add(mul(vb, blk), p)
+                return Store(col, (kg, p), word([None if (k := vals(j)) is None else Load(xv, (vn, k, q))
+                                                 for j in range(group)], group, spec["xz"], off))
+            return _vector_for(vp, cols, width, one)
+        prologue = _words_loop(kg_n, k_n, group, packed, lambda k: k)
+    else:
+        vy2, vx2 = Var("ly"), Var("ox")
+
+        def packed(kg: Expr, vals: Callable[[int], Expr | None]) -> Stmt:  # noqa: F811
+            def one(ox: Expr) -> Stmt:
+                oy = add(mul(vb, rows), vy2)
+                taps = []
+                for j in range(group):
+                    k = vals(j)
+                    if k is None:
+                        taps.append(None)
+                        continue
+                    ci, r = floordiv(k, kh * kw), floormod(k, kh * kw)
+                    dy, dx = floordiv(r, kw), floormod(r, kw)
+                    taps.append(Load(xp, (ci, add(mul(oy, st[0]), mul(dy, dil[0])), add(mul(ox, st[1]),
+                                                                                      mul(dx, dil[1])))))
+                return Store(col, (kg, add(mul(vy2, ow), ox)), word(taps, group, spec["xz"], off))
+            inner = _vector_for(vx2, ow, width, one)
+            if oh % rows:
+                inner = If(Bin("<", add(mul(vb, rows), vy2), Int(oh)), inner)
+            return For(vy2, rows, inner)
+        prologue = _words_loop(kg_n, k_n, group, packed, lambda k: k)
+    sched.append(f"im2col+interleave(X -> col[{kg_n}, {cols}] words) compute_at nb  # {blk} output pixels per "
+                 f"block: {kg_n}x{cols} words stay in L2")
+    ov = Buffer(out_buf.name, out_buf.dtype, (n_b, co, n_pix), out_buf.scope)
+    accb = Buffer("acc", "i32", (mr, nr), "local")
+
+    def store(mo: Expr, nt: Expr, mi: Expr, ni: Expr) -> Stmt:
+        c_out, n_local = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
+        p = add(mul(vb, blk), n_local)
+        conds = []
+        if cols != blk:
+            conds.append(Bin("<", n_local, Int(blk)))
+        if n_pix % blk:
+            conds.append(Bin("<", p, Int(n_pix)))
+        mapping = {vs[0].name: vn, vs[1].name: c_out, vs[2].name: Int(0), vs[3].name: p}
+        return _epilogue_store(epi, Load(accb, (mi, ni)), mapping, ov, (vn, c_out, p), conds)
+
+    sched += [f"tile(m={co}, n={n_pix}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} i32 register tile",
+              f"split(n, {blk}) -> nb, n", f"split(k, {group}) -> kq  # {group} products per lane and step",
+              "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x i32>",
+              "compute_at(epilogue, ni)  # requantize, then the group's epilogue, before the one store"]
+    gemm = gemm_tiles(mr, nr, co // mr, cols // nr, kg_n, lambda mo, kg, mi: Load(wbuf, (mo, kg, mi)),
+                      lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store,
+                      "dpbusd" if group == 4 else "dpwssd")
+    stmts.append(For(vb, nblocks, Seq([prologue, gemm])))
+    return For(vn, n_b, Seq(stmts))
+
+
+def depthwise_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, epi: Expr, vs: list[Var],
+                   spec: dict[str, Any], width: int, dims: tuple[int, ...],
+                   geom: tuple[list[int], list[int], list[int]]) -> Stmt:
+    """Depthwise Conv: per image and channel, the channel padded once (value: the zero point), then each
+    output row with the pixels in vector lanes and the ``kh x kw`` taps unrolled as i32 multiply-adds of
+    ``x - x_zero_point`` and the weight (a broadcast constant); the epilogue on the sum, one store."""
+    n_b, c_n, h, w_, kh, kw, oh, ow = dims
+    st, dil, pb = geom
+    xz = spec["xz"]
+    hp, wp = (oh - 1) * st[0] + (kh - 1) * dil[0] + 1, (ow - 1) * st[1] + (kw - 1) * dil[1] + 1
+    flat = Buffer("xpad", xbuf.dtype, (-(-hp * wp // width) * width,), "scratch")
+    xp = Buffer("xpad", xbuf.dtype, (hp, wp), "scratch")
+    lk.args.append(KernelArg("scratch", f"{lk.name}.xpad", flat))
+    vn, vc, vi, vy, vx, voy = Var("n"), Var("c"), Var("pi"), Var("y"), Var("x"), Var("oy")
+    fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), Int(xz, xbuf.dtype)))
+    ch, cw = min(h, hp - pb[0]), min(w_, wp - pb[1])
+    copy = For(vy, ch, _vector_for(vx, cw, width, lambda x: Store(xp, (add(vy, pb[0]), add(x, pb[1])),
+                                                                   Load(xbuf, (vn, vc, vy, x)))))
+
+    def one(ox: Expr) -> Stmt:
+        acc: Expr = Int(0, "i32")
+        for dy in range(kh):
+            for dx in range(kw):
+                xv = Load(xp, (add(mul(voy, st[0]), dy * dil[0]), add(mul(ox, st[1]), dx * dil[1])))
+                term = mul(sub(_i32(xv), Int(xz, "i32")) if xz else _i32(xv), Load(wbuf, (vc, Int(dy * kw + dx))))
+                acc = term if isinstance(acc, Int) else add(acc, term)
+        mapping = {vs[0].name: vn, vs[1].name: vc, vs[2].name: voy, vs[3].name: ox}
+        return Store(out_buf, (vn, vc, voy, ox), substitute(_replace_anchor(epi, acc), mapping))
+
+    rows = For(voy, oh, _vector_for(Var("ox"), ow, width, one))
+    lk.func.attrs["schedule"] += [f"pad(X[c] -> xpad[{hp}, {wp}], value = x_zero_point {xz})  # per channel",
+                                  f"unroll(kh, kw)  # {kh * kw} taps as i32 multiply-adds",
+                                  f"vectorize(ox)  # output pixels in lanes of {width} x i32",
+                                  "compute_at(epilogue, ox)  # requantize before the store"]
+    return For(vn, n_b, For(vc, c_n, Seq([fill, copy, rows])))
