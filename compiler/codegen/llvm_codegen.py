@@ -26,6 +26,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..errors import CompileError
+from ..loops.ieee import never_nan
 from ..loops.ir import (
     Allocate,
     Bin,
@@ -418,10 +419,12 @@ class KernelCodegen:
                 op, x, y)
             if fl and op == "!=":
                 r = B.fcmp_unordered(op, x, y)
+        elif op in ("min", "max") and fl:
+            r = self._fminmax(op, e, x, y)
         elif op in ("min", "max"):
             cmp = "<" if op == "min" else ">"
             icmp = B.icmp_unsigned if e.a.dtype in UNSIGNED else B.icmp_signed
-            r = B.select(B.fcmp_ordered(cmp, x, y) if fl else icmp(cmp, x, y), x, y)
+            r = B.select(icmp(cmp, x, y), x, y)
         elif op == "and":
             r = B.and_(x, y)
         elif op == "or":
@@ -436,6 +439,20 @@ class KernelCodegen:
                  "/": B.udiv if u else B.sdiv, "&": B.and_, "|": B.or_, "^": B.xor, "<<": B.shl,
                  ">>": B.lshr if u else B.ashr}[op](x, y)
         return _V(r, n)
+
+    def _fminmax(self, op: str, e: Bin, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Float ``min``/``max`` as numpy's ``minimum``/``maximum`` (what ``onnx.reference`` runs for
+        Max, Min, Relu, Clip, ReduceMax ...): ``(a >= b or isnan(a)) ? a : b`` for max (``<=`` for
+        min), so a NaN in either operand is the result and ``max(-0, 0)`` is ``-0``. Emitted as
+        ``select(b > a, b, a)`` (x86 ``maxps b, a``) plus a select on ``isnan(b)``; the NaN select is
+        left out only where ``b`` is proven not NaN (:func:`never_nan`: an immediate, an integer cast
+        ...), and a proven ``a`` compares once: ``select(a >= b, a, b)``."""
+        B = self.b
+        gt = ">" if op == "max" else "<"
+        if never_nan(e.a) and not never_nan(e.b):
+            return B.select(B.fcmp_ordered(gt + "=", x, y), x, y)
+        r = B.select(B.fcmp_ordered(gt, y, x), y, x)
+        return r if never_nan(e.b) else B.select(B.fcmp_unordered("uno", y, y), y, r)
 
     def _safe_div(self, x: ir.Value, y: ir.Value, op: str, unsigned: bool) -> ir.Value:
         """Integer division that cannot trap: a zero divisor (undefined in ONNX; also the garbage tail

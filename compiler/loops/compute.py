@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .ieee import FLOATS, is_nan, never_nan
 from .ir import (
     Allocate,
     Buffer,
     Expr,
     Float,
     For,
+    Int,
     Load,
     Reduce,
     Select,
@@ -77,6 +79,7 @@ class Lowering:
         value = fn(idx)
         levels = _reduction_order(value, levels)
         self._memo: dict[Expr, Expr] = {}  # one accumulator per distinct reduction of this compute
+        self._groups: dict[tuple, tuple[Allocate, For]] = {}  # reductions sharing one loop (see _emit)
         value, hoisted = self._place(value, levels)
         return _nest(levels, hoisted, Store(out, tuple(idx), value))
 
@@ -120,17 +123,64 @@ class Lowering:
         deps = (self._deps(body) | self._deps(r.init)) - {v.name for v, _ in r.axes}
         pos = {v.name: i for i, (v, _) in enumerate(levels)}
         k = max((pos[d] for d in deps if d in pos), default=-1)
-        acc_var = self.fresh("acc")
-        acc = Buffer(acc_var.name, r.dtype, (1,), "local")
-        self._acc_deps[acc.name] = deps
+        acc = Buffer(self.fresh("acc").name, r.dtype, (1,), "local")
         ld = Load(acc, (_zero(),))
+        allocs = [Allocate(acc, Seq([Store(acc, (_zero(),), r.init)]))]
+        stores: list[Stmt] = [Store(acc, (_zero(),), _combine(r.combiner, ld, body))]
+        result: Expr = ld
+        if r.combiner in ("max", "min") and r.dtype in FLOATS and not never_nan(body):
+            # numpy's NaN-propagating max as two independent chains in the one loop: the ordered
+            # max (x86 maxps, one instruction) and a NaN flag; the result is NaN where the flag is set
+            flag = Buffer(self.fresh("nan").name, "u8", (1,), "local")
+            fl = Load(flag, (_zero(),))
+            stores = [Store(acc, (_zero(),), Select(_Bin(">" if r.combiner == "max" else "<", body, ld), body, ld)),
+                      Store(flag, (_zero(),), _Bin("|", fl, _Cast("u8", is_nan(body))))]
+            allocs.append(Allocate(flag, Seq([Store(flag, (_zero(),), Int(0, "u8"))])))
+            result = Select(_Bin("!=", fl, Int(0, "u8")), Float(float("nan"), r.dtype), ld)
+        for b in allocs:
+            self._acc_deps[b.buf.name] = deps
         inside = {j - len(levels): s for j, s in inner.items() if j >= len(levels)}
         for j, s in inner.items():
             if j < len(levels):
                 hoisted.setdefault(j, []).extend(s)
-        loop = _nest(list(r.axes), inside, Store(acc, (_zero(),), _combine(r.combiner, ld, body)))
-        hoisted.setdefault(k, []).append(Allocate(acc, Seq([Store(acc, (_zero(),), r.init), loop])))
-        return ld
+        self._emit(hoisted, k, r, allocs, stores, inside, not _reads_local(body) and not _reads_local(r.init))
+        return result
+
+    def _emit(self, hoisted: dict[int, list[Stmt]], k: int, r: Reduce, allocs: list[Allocate], stores: list[Stmt],
+              inside: dict[int, list[Stmt]], independent: bool) -> None:
+        """Place a reduction's accumulators and loop at level ``k``. A reduction over the same axes at
+        the same level as an earlier one, neither of whose bodies reads an accumulator (AveragePool's
+        sum and count), joins that loop: one pass over the data, each accumulator in its own order."""
+        level = hoisted.setdefault(k, [])
+        mergeable = independent and not inside and bool(r.axes)
+        key = (id(hoisted), k, tuple((v.name, n) for v, n in r.axes))
+        group = self._groups.get(key) if mergeable else None
+        if group is not None and any(s is group[0] for s in level):
+            first, innermost = group
+            at = next(i for i, s in enumerate(level) if s is first)
+            level[at:at] = allocs
+            done = innermost.body.stmts if isinstance(innermost.body, Seq) else [innermost.body]
+            innermost.body = Seq(done + stores)
+            return
+        loop = _nest(list(r.axes), inside, stores[0] if len(stores) == 1 else Seq(list(stores)))
+        allocs[0].body = Seq([*allocs[0].body.stmts, loop])  # type: ignore[attr-defined]
+        level.extend(allocs[1:] + allocs[:1])
+        if mergeable:
+            innermost = loop
+            while isinstance(innermost, For) and isinstance(innermost.body, For):
+                innermost = innermost.body
+            self._groups[key] = (allocs[0], innermost)  # type: ignore[assignment]
+
+
+def _reads_local(e: Expr) -> bool:
+    """``e`` loads from a ``local`` buffer (an accumulator)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Load) and x.buf.scope == "local":
+            return True
+        stack.extend(children(x))
+    return False
 
 
 def _reduction_order(value: Expr, levels: list[tuple[Var, int]]) -> list[tuple[Var, int]]:

@@ -5,7 +5,11 @@ window or contraction axes; padding reads a clamped index and selects the pad va
 AveragePool, -inf for MaxPool), so every load stays in bounds. Conv supports groups (incl.
 depthwise), strides, dilations, explicit pads and ``auto_pad``; pools support ``ceil_mode`` (the
 output shape comes from shape inference; windows that run past the input are clipped as the spec's
-reference does) and ``count_include_pad``. Softmax and LogSoftmax follow opset semantics: before 13
+reference does) and ``count_include_pad``. NaN in a pooling window follows ``onnx.reference``
+(``ops/op_pool_common.py`` pads with NaN and drops the window's NaNs): MaxPool is the maximum of
+the non-NaN taps (-inf if there is none), AveragePool with ``count_include_pad=0`` the mean of the
+non-NaN taps; with ``count_include_pad=1`` a NaN propagates, as does GlobalMaxPool/GlobalAveragePool
+(``numpy.max``/``numpy.average``). Softmax and LogSoftmax follow opset semantics: before 13
 the input is coerced to 2-D at ``axis`` (the reduction covers every axis from ``axis`` on), from 13
 on the reduction is over ``axis`` alone. Unsupported attributes raise CompileError(stage="lowering").
 """
@@ -184,6 +188,36 @@ def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     return [Tensor(out, x.dtype, fn)]
 
 
+def skip_nan(v: Expr, cond: Expr | None, other: Expr, pad: Expr | None = None) -> Expr:
+    """``v`` where ``cond`` holds (None: always) and ``v`` is not NaN, else ``other``: a pooling tap
+    that ``onnx.reference`` leaves out (it pads with NaN and drops every NaN of the window,
+    ``ops/op_pool_common.py``). Written ``select(w == w, w, other)`` with ``w = select(cond, v, pad)``
+    (``pad`` defaults to ``other``): ``w`` stays the padding form codegen emits as one masked vector
+    load, and codegen's ``never_nan`` sees that the result cannot be NaN."""
+    w = v if cond is None else select(cond, v, other if pad is None else pad)
+    return select(Bin("==", w, w), w, other)
+
+
+def max_pool_tap(xv: Expr, cond: Expr | None, o: list[Expr], r: list[Var], st: list[int], dil: list[int],
+                 pb: list[int]) -> Expr:
+    """The term of MaxPool's maximum for the tap ``xv`` (in bounds where ``cond``), as ``onnx.reference``
+    treats NaN: with strides and dilations 1 (``op_pool_common``) NaN taps are left out (-inf); with
+    another stride or dilation its ``_max_pool`` seeds the maximum with the window's first in-bounds
+    tap (row-major) and replaces it only by a greater one, so a NaN there is kept (and is the result:
+    the loop IR's max propagates NaN) and any other NaN is left out."""
+    ninf = Float(float("-inf"))
+    if all(v == 1 for v in st + dil):
+        return skip_nan(xv, cond, ninf)
+    first: Expr | None = None  # per axis: the first tap at or after position 0
+    for d in range(len(r)):
+        at0 = Bin("==", r[d], Int(0))
+        if pb[d] > 0:
+            at0 = Bin("or", at0, Bin("<", add(sub(mul(o[d], st[d]), pb[d]), mul(r[d], dil[d])), Int(dil[d])))
+        first = land(first, at0)
+    w = xv if cond is None else select(cond, xv, ninf)
+    return select(Bin("or", Bin("==", w, w), first), w, ninf)  # type: ignore[arg-type]
+
+
 @register("MaxPool", "AveragePool")
 def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
@@ -209,20 +243,20 @@ def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
             low = identity("max", x.dtype)
             return red("max", rk, xv if cond is None else select(cond, xv, low))
         if is_max:
-            return reduce_("max", rk, xv if cond is None else select(cond, xv, Float(float("-inf"))))
+            return reduce_("max", rk, max_pool_tap(xv, cond, o, rv, st, dil, pb))
+        if not include_pad:  # the mean of the window's non-NaN taps (onnx.reference)
+            w = xv if cond is None else select(cond, xv, Float(float("nan")))  # padding as NaN, as the reference
+            total = reduce_("sum", rk, select(Bin("==", w, w), w, Float(0.0)))
+            count = reduce_("sum", rk, select(Bin("==", w, w), Float(1.0), Float(0.0)))
+            return Bin("/", total, count)
         total = reduce_("sum", rk, xv if cond is None else select(cond, xv, Float(0.0)))
-        if cond is None:
+        cnt_cond = None  # taps inside the padded extent [-pad_begin, size + pad_end) count
+        for d in range(len(ks)):
+            i = add(sub(mul(o[d], st[d]), pb[d]), mul(rv[d], dil[d]))
+            cnt_cond = land(cnt_cond, Bin("<", i, Int(in_sp[d] + pe[d])))
+        if cond is None or cnt_cond is None:
             return mul(total, Float(1.0 / float(np.prod(ks))))
-        if include_pad:  # taps inside the padded extent [-pad_begin, size + pad_end) count
-            cnt_cond = None
-            for d in range(len(ks)):
-                i = add(sub(mul(o[d], st[d]), pb[d]), mul(rv[d], dil[d]))
-                cnt_cond = land(cnt_cond, Bin("<", i, Int(in_sp[d] + pe[d])))
-            if cnt_cond is None:
-                return mul(total, Float(1.0 / float(np.prod(ks))))
-            cond = cnt_cond
-        count = reduce_("sum", rk, select(cond, Float(1.0), Float(0.0)))
-        return Bin("/", total, count)
+        return Bin("/", total, reduce_("sum", rk, select(cnt_cond, Float(1.0), Float(0.0))))
     return [Tensor(out, x.dtype, fn)]
 
 

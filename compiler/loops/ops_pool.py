@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, mul, select
 from .ops_elementwise import LowerCtx, register
-from .ops_nn import COMPLEX_OPS, _geom, _pool, _window
+from .ops_nn import COMPLEX_OPS, _geom, _pool, _window, max_pool_tap
 from .ops_reduce import red
 from .tensor import Tensor, unravel
 
@@ -44,6 +44,8 @@ def _max_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
         rk = [ctx.lowering.axis("rk", k) for k in ks]
         pos, cond = windowed(i, rk)
         v = x[i[:2] + pos]
+        if dt in ("f32", "f64"):  # NaN taps as in ops_nn's MaxPool (onnx.reference)
+            return red("max", rk, max_pool_tap(v, cond, i[2:], [r for r, _ in rk], st, dil, pb))
         return red("max", rk, v if cond is None else select(cond, v, lo))
 
     def indices(i: list[Expr]) -> Expr:

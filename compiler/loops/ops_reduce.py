@@ -5,10 +5,13 @@ Semantics: the ONNX operator specs (``axes`` as attribute before opset 18 and as
 on; 13 for ReduceSum), ``keepdims`` (default 1) and ``noop_with_empty_axes``. A reduction over an
 empty set gives the combiner's identity (0 for sums, 1 for products, -inf/+inf for max/min, and
 so -inf for ReduceLogSum): the loop runs zero times. ReduceLogSumExp is computed as
-``m + log(sum(exp(x - m)))`` with ``m`` the maximum (the same value in exact arithmetic, without
-overflow). ArgMax/ArgMin return int64 indices of the first extreme value, or of the last with
+``log(sum(exp(x - m))) + m`` with ``m`` the maximum of the finite values (the same value in exact
+arithmetic, without overflow; ``onnx.reference``'s ``compute_log_sum_exp``, whose special values it
+keeps: +inf gives +inf, NaN NaN, only -inf NaN). ArgMax/ArgMin return int64 indices of the first extreme value, or of the last with
 ``select_last_index=1``: first the extreme value is reduced, then the smallest (largest) index
-holding it. Every reduction is a :class:`~compiler.loops.ir.Reduce` over its axes (see
+holding it; a NaN counts as the extreme (``onnx.reference`` runs ``numpy.argmax``/``argmin``, which
+return the first NaN). ReduceMax/ReduceMin propagate NaN (``numpy.maximum.reduce``: the float
+``max``/``min`` of the loop IR are numpy's, ``compiler.codegen.llvm_codegen``). Every reduction is a :class:`~compiler.loops.ir.Reduce` over its axes (see
 ``compiler.loops.compute``); the accumulator starts at the identity of the output dtype.
 """
 
@@ -105,14 +108,17 @@ def _reduce_more(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
         return [_reduction(ctx, node, x, axes, keep, "sum", lambda v, i: mul(v, v), lambda r, i, s: call("sqrt", r))]
     if op == "ReduceLogSum":
         return [_reduction(ctx, node, x, axes, keep, "sum", ident, lambda r, i, s: call("log", r))]
-    # ReduceLogSumExp: m + log(sum(exp(x - m))); m over the same axes (a second reduction)
-    mx = _reduction(ctx, node, x, axes, keep, "max", ident, done)
+    # ReduceLogSumExp: m + log(sum(exp(x - m))); m over the same axes (a second reduction) is the
+    # maximum of the finite values and NaN, as onnx.reference computes it (+-inf count as -inf, so a
+    # +inf gives +inf, a row of -inf NaN, an empty set -inf)
+    ninf = Float(float("-inf"), x.dtype)
+    mx = _reduction(ctx, node, x, axes, keep, "max",
+                    lambda v, i: select(Bin("==", call("abs", v), Float(float("inf"), x.dtype)), ninf, v), done)
 
     def fn(idx: list[Expr]) -> Expr:
         m = mx[idx]
-        safe = select(Bin("==", m, Float(float("-inf"), x.dtype)), Float(0.0, x.dtype), m)
-        inner = _reduction(ctx, node, x, axes, keep, "sum", lambda v, i: call("exp", sub(v, safe)), done)
-        return Bin("+", safe, call("log", inner[idx]))
+        inner = _reduction(ctx, node, x, axes, keep, "sum", lambda v, i: call("exp", sub(v, m)), done)
+        return Bin("+", call("log", inner[idx]), m)
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 
@@ -135,7 +141,10 @@ def _arg(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
 
     def fn(idx: list[Expr]) -> Expr:
         ext = red(comb, [rv], at(idx, rv[0]))
-        hit = Bin("==", at(idx, rj[0]), ext)
+        v = at(idx, rj[0])
+        hit = Bin("==", v, ext)
+        if x.dtype in FLOATS:  # a NaN is the extreme (numpy's argmax/argmin): ext is NaN iff one is
+            hit = Bin("or", hit, Bin("!=", v, v))
         if last:
             return red("max", [rj], select(hit, rj[0], Int(-1)))
         return red("min", [rj], select(hit, rj[0], Int(n)))
