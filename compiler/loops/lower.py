@@ -257,7 +257,7 @@ def _np(dt: str) -> str:
 
 def count_flops(s: Stmt) -> int:
     """Floating-point operations the loop nest executes (fma = 2; exp, tanh ... = 1 each)."""
-    from .ir import Bin, Call, For, children
+    from .ir import Bin, Call, For, Select, children
     from .ir import Store as St
 
     def ops(e) -> int:  # type: ignore[no-untyped-def]
@@ -266,6 +266,9 @@ def count_flops(s: Stmt) -> int:
             n = 1
         elif isinstance(e, Call) and e.dtype in ("f32", "f64"):
             n = 2 if e.fn == "fma" else 1
+        elif isinstance(e, Select) and e.dtype in ("f32", "f64") and isinstance(e.cond, Bin) and \
+                e.cond.op in ("<", ">") and {e.cond.a, e.cond.b} == {e.t, e.f}:
+            n = 1  # an ordered max/min (compiler.loops.compute's NaN-flagged reductions)
         return n + sum(ops(c) for c in children(e))
 
     def walk(x: Stmt, mult: int) -> int:
