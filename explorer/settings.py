@@ -3,7 +3,12 @@
 Environment:
     DATABASE_URL                 default sqlite file var/prism.sqlite3 (dj-database-url syntax)
     REDIS_URL                    default redis://127.0.0.1:6379/0 (Celery broker and channel layer)
-    PRISM_CHANNEL_PREFIX         channel-layer key prefix, default "prism"
+    PRISM_STACK                  this deployment's name: the prefix of every Redis key it uses (Celery
+                                 queues and their bookkeeping, channel-layer groups, rate counters), so
+                                 that stacks sharing one Redis database never take each other's work;
+                                 default "prism-<10 hex digits of the database's identity>" (the SQLite
+                                 file's absolute path, or engine, host, port and name), the same for the
+                                 web server and the workers of one database
     PRISM_VAR_DIR                where the SQLite file and uploaded models live, default var/
     PRISM_MAX_UPLOAD_BYTES       largest accepted model upload in bytes, default 200 MB
     PRISM_COMPILE_TIME_LIMIT_S   hard time limit of one compilation in seconds, default 300
@@ -24,6 +29,7 @@ Environment:
     DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
 """
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -115,6 +121,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+
+def _default_stack(db: dict) -> str:
+    """`prism-<hash>` of the database's identity: one name per database, the same in every process."""
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        identity = str(Path(db["NAME"]).resolve())
+    else:
+        identity = "|".join(str(db.get(k) or "") for k in ("ENGINE", "HOST", "PORT", "NAME"))
+    return "prism-" + hashlib.sha256(identity.encode()).hexdigest()[:10]
+
+
+PRISM_STACK = os.environ.get("PRISM_STACK", "").strip() or _default_stack(DATABASES["default"])
+# Every key kombu (Celery's broker transport) writes is prefixed: queues, the unacked hash and
+# index, bindings, the pidbox; `services.queue.broker_key` names one.
+PRISM_BROKER_KEY_PREFIX = f"{PRISM_STACK}:"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -144,7 +165,7 @@ CHANNEL_LAYERS = {
             # channels_redis blocks in BZPOPMIN: the read then times out and kills the consumer
             # of any socket idle for 5 s. A longer socket timeout keeps the blocking read alive.
             "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
-            "prefix": os.environ.get("PRISM_CHANNEL_PREFIX", "prism"),
+            "prefix": PRISM_STACK,
         },
     }
 }
@@ -154,7 +175,7 @@ PRISM_STALE_AFTER_S = _env_float("PRISM_STALE_AFTER_S", 60.0)
 PRISM_HEARTBEAT_S = _env_float("PRISM_HEARTBEAT_S", 5.0)
 PRISM_REAP_INTERVAL_S = _env_float("PRISM_REAP_INTERVAL_S", 30.0)
 PRISM_REQUEUE_AFTER_S = _env_float("PRISM_REQUEUE_AFTER_S", 120.0)
-PRISM_COMPILE_QUEUE = os.environ.get("PRISM_COMPILE_QUEUE", "prism.compile")
+PRISM_COMPILE_QUEUE = os.environ.get("PRISM_COMPILE_QUEUE", "").strip() or "prism.compile"
 # Per-target queues, e.g. "aarch64=prism.compile.aarch64,riscv64=prism.compile.riscv64": a target
 # listed here goes to workers started with `-Q <its queue>` (such as workers on that hardware,
 # where its code can be timed); every other target goes to PRISM_COMPILE_QUEUE.
@@ -178,7 +199,10 @@ PRISM_COMPILE_SOFT_TIME_LIMIT_S = _env_int(
 )
 # An unacknowledged task (its worker died) is redelivered after this many seconds; it must exceed
 # the hard time limit, or a slow compilation would be delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120,
+    "global_keyprefix": PRISM_BROKER_KEY_PREFIX,
+}
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 
 # Accounts: Django's users and password hashing (PBKDF2), its standard password checks.

@@ -1,5 +1,5 @@
 """Shared pytest setup. Django settings for tests/explorer, isolated from a running dev server:
-Redis DB 14 (override with PRISM_TEST_REDIS_URL), its own channel prefix and a throw-away var dir.
+Redis DB 14 (override with PRISM_TEST_REDIS_URL), its own stack prefix and a throw-away var dir.
 Harmless for tests that do not use Django."""
 
 import atexit
@@ -9,7 +9,7 @@ import tempfile
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "explorer.settings")
 os.environ["REDIS_URL"] = os.environ.get("PRISM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
-os.environ["PRISM_CHANNEL_PREFIX"] = f"prism-test-{os.getpid()}"
+os.environ["PRISM_STACK"] = f"prism-test-{os.getpid()}"  # Redis keys, queues, channel groups
 os.environ["PRISM_COMPILE_QUEUE"] = f"prism.test.{os.getpid()}"
 os.environ.pop("DATABASE_URL", None)  # in-process tests use pytest-django's own test database
 _var = tempfile.mkdtemp(prefix="prism-test-var-")

@@ -10,7 +10,7 @@ main process never opens the database.
 import logging
 import threading
 
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from django.conf import settings
 from django.db import connections
 
@@ -42,3 +42,10 @@ def start_reaper(**kwargs) -> None:
 @worker_process_shutdown.connect
 def stop_reaper(**kwargs) -> None:
     _stop.set()
+
+
+@worker_ready.connect
+def announce_stack(**kwargs) -> None:
+    """One line naming the stack whose keys this worker reads (the main process; no database)."""
+    log.info("stack %s: broker keys prefixed %r, channel-layer prefix %r", settings.PRISM_STACK,
+             settings.PRISM_BROKER_KEY_PREFIX, settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"])

@@ -1,8 +1,8 @@
 """A real Prism stack for integration tests: a daphne web server and Celery worker processes, as
 subprocesses, against the real Redis and a SQLite file database that all of them share.
 
-Isolation from a dev server: Redis DB 15 (PRISM_TEST_STACK_REDIS_URL overrides), a channel prefix
-and a Celery queue unique to this run, a temporary var dir. Every process runs in its own process
+Isolation from a dev server: Redis DB 15 (PRISM_TEST_STACK_REDIS_URL overrides), a stack prefix
+(PRISM_STACK: every Redis key) and a Celery queue unique to this run, a temporary var dir. Every process runs in its own process
 group, so that killing a worker kills its pool processes too, and `close()` leaves nothing behind.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -45,7 +46,7 @@ class Stack:
             # PRISM_TEST_STACK_DATABASE_URL: e.g. an empty PostgreSQL database instead of SQLite
             "DATABASE_URL": os.environ.get("PRISM_TEST_STACK_DATABASE_URL", f"sqlite:///{tmp / 'prism.sqlite3'}"),
             "REDIS_URL": os.environ.get("PRISM_TEST_STACK_REDIS_URL", "redis://127.0.0.1:6379/15"),
-            "PRISM_CHANNEL_PREFIX": f"prism-stack-{run}",
+            "PRISM_STACK": f"prism-stack-{run}",  # every Redis key; "" derives it from the database
             "PRISM_COMPILE_QUEUE": f"prism.stack.{run}",
             "PRISM_VAR_DIR": str(tmp / "var"),
             "PRISM_HEARTBEAT_S": "1",
@@ -64,6 +65,32 @@ class Stack:
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=REPO, env=self.env, check=True, timeout=120,
         )
+
+    @property
+    def queue(self) -> str:
+        """The compile queue's name (as settings read PRISM_COMPILE_QUEUE)."""
+        return self.env["PRISM_COMPILE_QUEUE"].strip() or "prism.compile"
+
+    @property
+    def name(self) -> str:
+        """PRISM_STACK, or where it is "" (named from the database) the name a worker announced."""
+        if self.env["PRISM_STACK"].strip():
+            return self.env["PRISM_STACK"].strip()
+        for proc in self.procs:
+            if found := re.search(r"stack (\S+): broker keys prefixed", self.log(proc)):
+                return found.group(1)
+        raise AssertionError("no worker of this stack has announced its name yet")
+
+    def broker_key(self, name: str) -> str:
+        """The Redis key of a broker object of this stack (`services.queue.broker_key`)."""
+        return f"{self.name}:{name}"
+
+    def sender(self):
+        """A Celery app that sends task messages into this stack's queues (prefixed keys)."""
+        from celery import Celery
+
+        return Celery(broker=self.env["REDIS_URL"], broker_transport_options={
+            "global_keyprefix": self.broker_key("")})
 
     # processes ---------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
@@ -108,7 +135,7 @@ class Stack:
         proc = self._spawn(name, [
             sys.executable, "-m", "celery", "-A", "explorer", "worker", "-l", "info", "-P", "prefork",
             "-c", str(concurrency), "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
-            "-Q", self.env["PRISM_COMPILE_QUEUE"], "--without-gossip", "--without-mingle",
+            "-Q", self.queue, "--without-gossip", "--without-mingle",
             "--without-heartbeat",
         ], env)
         deadline = time.monotonic() + 90

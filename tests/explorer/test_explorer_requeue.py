@@ -20,7 +20,6 @@ import httpx
 import onnx
 import pytest
 import redis
-from celery import Celery
 from django.conf import settings
 from django.utils import timezone
 from prism_stack import TERMINAL, Stack, free_port
@@ -30,15 +29,16 @@ from explorer.compilations.services import queue as q
 
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
 CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1: "Redis is down"
+QUEUE_KEY = q.broker_key(settings.PRISM_COMPILE_QUEUE)  # the queue's list in Redis
 
 
 @pytest.fixture
 def broker():
     """The tests' Redis broker (DB 14), with this process's compile queue emptied before and after."""
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete(settings.PRISM_COMPILE_QUEUE)
+    client.delete(QUEUE_KEY)
     yield client
-    client.delete(settings.PRISM_COMPILE_QUEUE)
+    client.delete(QUEUE_KEY)
 
 
 def overdue(comp: Compilation) -> None:
@@ -51,15 +51,15 @@ def test_a_waiting_message_is_left_alone_and_a_lost_one_is_sent_again(
     comp = make_compilation()
     q.publish(comp.id, comp.target)
     overdue(comp)
-    assert broker.llen(settings.PRISM_COMPILE_QUEUE) == 1
+    assert broker.llen(QUEUE_KEY) == 1
     assert q.requeue_lost_compilations() == []  # its message waits behind others: not lost
-    broker.delete(settings.PRISM_COMPILE_QUEUE)  # purged (or Redis restarted without persistence)
+    broker.delete(QUEUE_KEY)  # purged (or Redis restarted without persistence)
     with django_capture_on_commit_callbacks(execute=True):
         assert q.requeue_lost_compilations() == [comp.id]
     comp.refresh_from_db()
     assert comp.status == "queued" and comp.requeues == 1
     assert timezone.now() - comp.enqueued_at < timedelta(seconds=30)
-    raw = broker.lrange(settings.PRISM_COMPILE_QUEUE, 0, -1)
+    raw = broker.lrange(QUEUE_KEY, 0, -1)
     assert len(raw) == 1 and q.has_message(comp.id, [raw[0].decode()])
     assert not q.has_message("other123", [raw[0].decode()])
     assert q.requeue_lost_compilations() == []  # just sent: not overdue
@@ -73,14 +73,14 @@ def test_a_message_sent_with_celery_s_own_task_id_is_found_too(make_compilation,
     overdue(comp)
     assert q.requeue_lost_compilations() == []
     comp.refresh_from_db()
-    assert comp.requeues == 0 and broker.llen(settings.PRISM_COMPILE_QUEUE) == 1
+    assert comp.requeues == 0 and broker.llen(QUEUE_KEY) == 1
 
 
 def test_a_compilation_not_yet_overdue_is_not_requeued(make_compilation, broker):
     comp = make_compilation(enqueued_at=timezone.now())
     assert q.requeue_lost_compilations() == []
     comp.refresh_from_db()
-    assert comp.requeues == 0 and broker.llen(settings.PRISM_COMPILE_QUEUE) == 0
+    assert comp.requeues == 0 and broker.llen(QUEUE_KEY) == 0
 
 
 def test_after_max_requeues_the_log_ends_with_queue_lost(make_compilation, broker):
@@ -91,7 +91,7 @@ def test_after_max_requeues_the_log_ends_with_queue_lost(make_compilation, broke
     assert comp.status == "failed" and comp.error["reason"] == "queue_lost"
     assert f"lost this compilation's task message {q.MAX_REQUEUES + 1} times" in comp.error["message"]
     assert [e.type for e in comp.events.all()] == ["compile.failed"]
-    assert broker.llen(settings.PRISM_COMPILE_QUEUE) == 0
+    assert broker.llen(QUEUE_KEY) == 0
 
 
 def test_a_compilation_queued_before_enqueued_at_existed_counts_from_its_creation(
@@ -101,7 +101,7 @@ def test_a_compilation_queued_before_enqueued_at_existed_counts_from_its_creatio
     Compilation.objects.filter(pk=comp.id).update(created_at=timezone.now() - timedelta(hours=1))
     with django_capture_on_commit_callbacks(execute=True):
         assert q.requeue_lost_compilations() == [comp.id]
-    assert broker.llen(settings.PRISM_COMPILE_QUEUE) == 1
+    assert broker.llen(QUEUE_KEY) == 1
 
 
 def test_only_queued_compilations_are_requeued(make_compilation, broker):
@@ -139,7 +139,7 @@ def succeeded_tasks(log: str, task_ids: list[str]) -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_purged_message_is_sent_again_and_the_compilation_runs_and_streams(stack, model):
-    queue = stack.env["PRISM_COMPILE_QUEUE"]
+    queue = stack.broker_key(stack.queue)
     comp = stack.compile(model["id"], pipeline="O2", cache=False)  # no worker yet
     assert comp["status"] == "queued"
     r = stack_redis(stack)
@@ -167,15 +167,15 @@ def test_a_purged_message_is_sent_again_and_the_compilation_runs_and_streams(sta
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_compilation_delivered_twice_runs_once(stack, model):
-    queue = stack.env["PRISM_COMPILE_QUEUE"]
+    queue = stack.broker_key(stack.queue)
     comp = stack.compile(model["id"], pipeline="O2", cache=False)  # no worker yet
     r = stack_redis(stack)
     original = r.lrange(queue, 0, -1)
     assert len(original) == 1
     first_id = re.search(r'"id": "([^"]+)"', original[0].decode()).group(1)
-    sender = Celery(broker=stack.env["REDIS_URL"])  # a second message, as a requeue would send
+    sender = stack.sender()  # a second message, as a requeue would send
     duplicate_id = f"duplicate-{comp['id']}"
-    sender.send_task("prism.run_compilation", (comp["id"],), queue=queue, task_id=duplicate_id)
+    sender.send_task("prism.run_compilation", (comp["id"],), queue=stack.queue, task_id=duplicate_id)
     sender.close()
     assert r.llen(queue) == 2
     stack.start_worker("w2", concurrency=2)  # both messages may run at the same time
@@ -278,7 +278,7 @@ class Switch:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_submissions_fail_while_redis_is_down_and_are_queued_again_once_it_is_back(stack, model):
-    queue = stack.env["PRISM_COMPILE_QUEUE"]
+    queue = stack.broker_key(stack.queue)
     real = redis.Redis.from_url(stack.env["REDIS_URL"])
     host = real.connection_pool.connection_kwargs
     switch = Switch((host["host"], host["port"]))

@@ -12,16 +12,25 @@ Running twice is impossible by construction: a run starts only through `claim`, 
 row from `queued` to `running` under a row lock; a second message for the same compilation
 (the original one turning up after all) finds it running or finished and does nothing.
 
+Stacks sharing one Redis database never see each other's messages: every broker key carries the
+stack's prefix (`PRISM_STACK`, kombu's `global_keyprefix`; `broker_key`). A message that names a
+compilation this stack's database does not hold (a misconfigured stack sharing the prefix, a
+database restored from an old backup) is not acknowledged as done: `dead_letter` keeps it in the
+`<prefix>dead-letter` list with a log line naming it, and the stack that owns the compilation sends
+it again when its requeue check finds the message gone.
+
 Semantics of the broker check: kombu's Redis transport keeps a queue as a list per priority
-(`<queue>`, `<queue>\\x06\\x16<pri>`) and reserved messages in the `unacked` hash; both hold the
-message's JSON, whose headers carry our task id (`prism-compile-<id>-<random>`) and Celery's
-`argsrepr` (`('<id>',)`). With another broker the check cannot be made and every overdue
+(`<prefix><queue>`, `<prefix><queue>\\x06\\x16<pri>`) and reserved messages in the `<prefix>unacked`
+hash; both hold the message's JSON, whose headers carry our task id
+(`prism-compile-<id>-<random>`) and Celery's `argsrepr` (`('<id>',)`). With another broker the check cannot be made and every overdue
 compilation is queued again (harmless: see above).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 import uuid
 from datetime import timedelta
 
@@ -29,7 +38,11 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError
+from redis import Redis
+from redis.exceptions import RedisError
 
+from explorer.celery import app as celery_app
 from explorer.compilations.models import Compilation
 from explorer.compilations.services.events import append_failure
 
@@ -37,6 +50,13 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEUES = 3
 TASK_ID_PREFIX = "prism-compile-"
+TASK_NAME = "prism.run_compilation"  # tasks.run_compilation_task
+DEAD_LETTERS_KEPT = 1000
+
+
+def broker_key(name: str) -> str:
+    """The Redis key of a broker object (a queue, `unacked`, `dead-letter`) of this stack."""
+    return f"{settings.PRISM_BROKER_KEY_PREFIX}{name}"
 
 
 class QueueUnavailable(Exception):
@@ -60,14 +80,10 @@ def publish(compilation_id: str, target: str) -> None:
         QueueUnavailable: the broker refused or did not answer (kombu's OperationalError after
             Celery's publish retries, about 1 s for a refused connection).
     """
-    from kombu.exceptions import OperationalError
-
-    from explorer.compilations.tasks import run_compilation_task
-
     try:
-        run_compilation_task.apply_async(
-            (compilation_id,), queue=queue_for(target), time_limit=None, soft_time_limit=None,
-            task_id=f"{TASK_ID_PREFIX}{compilation_id}-{uuid.uuid4().hex[:12]}",
+        celery_app.send_task(
+            TASK_NAME, (compilation_id,), queue=queue_for(target), time_limit=None,
+            soft_time_limit=None, task_id=f"{TASK_ID_PREFIX}{compilation_id}-{uuid.uuid4().hex[:12]}",
         )
     except (OperationalError, OSError) as exc:
         raise QueueUnavailable(str(exc)) from exc
@@ -104,11 +120,6 @@ def waiting_messages(queues: set[str]) -> list[str] | None:
     Raises:
         QueueUnavailable: the broker did not answer.
     """
-    from kombu.exceptions import OperationalError
-    from redis.exceptions import RedisError
-
-    from explorer.celery import app as celery_app
-
     try:
         with celery_app.connection_for_read() as conn:
             channel = conn.default_channel
@@ -117,9 +128,10 @@ def waiting_messages(queues: set[str]) -> list[str] | None:
                 return None
             keys = {channel._q_for_pri(q, pri) for q in queues for pri in channel.priority_steps}
             raw: list = []
+            # LRANGE and HVALS are not among the commands kombu's client prefixes itself
             for key in sorted(keys):
-                raw.extend(client.lrange(key, 0, -1))
-            raw.extend(client.hvals(channel.unacked_key))
+                raw.extend(client.lrange(broker_key(key), 0, -1))
+            raw.extend(client.hvals(broker_key(channel.unacked_key)))
     except (OperationalError, RedisError, OSError) as exc:
         raise QueueUnavailable(str(exc)) from exc
     return [r.decode(errors="replace") if isinstance(r, bytes) else str(r) for r in raw]
@@ -182,3 +194,24 @@ def requeue_if_lost(compilation_id: str) -> bool:
         message=f"the job queue lost this compilation's task message {MAX_REQUEUES + 1} times "
                 "(the queue was restarted or purged) before any worker started it; submit it again",
     )
+
+
+def dead_letter(compilation_id: str, task_id: str, queue: str, worker: str) -> None:
+    """Keep a task message for a compilation this stack's database does not hold in the
+    `<prefix>dead-letter` list (the newest `DEAD_LETTERS_KEPT`), with a warning naming it; the
+    caller then rejects the message without requeueing it (requeued, it would come straight back
+    to the same worker). Never raises: a broker error is logged instead."""
+    record = {"compilation": compilation_id, "task_id": task_id, "queue": queue, "worker": worker,
+              "stack": settings.PRISM_STACK, "at": time.time(),
+              "reason": "no such compilation in this stack's database"}
+    log.warning("task %s for compilation %s on queue %s: no such compilation in the database of stack "
+                "%s; not run, not acknowledged as done: kept in %s", task_id, compilation_id, queue,
+                settings.PRISM_STACK, broker_key("dead-letter"))
+    try:
+        client = Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
+        with client.pipeline() as pipe:
+            pipe.lpush(broker_key("dead-letter"), json.dumps(record))
+            pipe.ltrim(broker_key("dead-letter"), 0, DEAD_LETTERS_KEPT - 1)
+            pipe.execute()
+    except (RedisError, OSError):
+        log.warning("could not keep the dead letter of compilation %s", compilation_id, exc_info=True)
