@@ -54,6 +54,7 @@ from ..loops.ops_elementwise import LowerCtx
 from ..loops.ops_nn import _geom, _window
 from ..loops.tensor import Tensor, broadcast_to
 from ..targets import Target
+from .depthwise import direct_conv, prefers_direct
 from .gemm import (
     L2_BLOCK_BYTES,
     VIRTUAL,
@@ -143,6 +144,8 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     st, dil, pb, in_sp, out_sp = _geom(node, x, oshape, [kh, kw])
     k_n, n_n = cg * kh * kw, oh * ow
     width = target.vector_width_f32
+    if prefers_direct(groups, mg, k_n, pick_tile(co, width).mr):
+        return direct_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb), width)
     t = pick_tile(mg, width)
     t.nv = 2
     mr, nr = t.mr, t.nr
