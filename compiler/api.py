@@ -18,6 +18,7 @@ from .driver import STAGE_KEYS, Request, compile_model
 from .driver.request import legalize_model, resolve_model
 from .events import EventCallback
 from .frontend import ModelSource, import_model, read_model
+from .frontend.input_values import bind_input_values
 from .frontend.narrow_types import uses_narrow_types
 from .frontend.specialize import bind_input_shapes
 from .passes import list_passes as _list_passes
@@ -67,21 +68,28 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
 
 
 def validate_request(model: ModelSource, *, target: str, pipeline: str,
-                     input_shapes: Mapping[str, Sequence[int]] | None, calibration_data: Any = None) -> dict[str, Any]:
+                     input_shapes: Mapping[str, Sequence[int]] | None, calibration_data: Any = None,
+                     input_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check a compile request without compiling.
 
     Returns ``{"target", "pipeline": expanded text, "input_shapes": {input: [int, ...]} for every
-    input}``. Raises CompileError(stage="request") naming an unknown target, pass or option (with
-    the valid ones) or each unbound dim; CompileError(stage="import") for a bad model.
+    input not bound to a value}`` and, when ``input_values`` binds any, ``"input_values": {input:
+    [value, ...]}`` (flat, C order, in the input's type). Raises CompileError(stage="request") naming an unknown target, pass or option (with
+    the valid ones), each unbound dim, or the input of a bad input value (unknown name, wrong count,
+    a value its type cannot hold); CompileError(stage="import") for a bad model.
     """
     check_target(target)
     text = parse_pipeline(pipeline).text()
     proto, _ = read_model(resolve_model(model))
+    proto, values = bind_input_values(proto, input_values, input_shapes)
+    input_shapes = {k: v for k, v in (input_shapes or {}).items() if k not in values} or None
     if uses_narrow_types(proto):
         proto = legalize_model(proto)[0]
     graph = import_model(proto)
     bound = bind_input_shapes(graph, input_shapes, stage="request")
-    out = {"target": target, "pipeline": text, "input_shapes": bound}
+    out: dict[str, Any] = {"target": target, "pipeline": text, "input_shapes": bound}
+    if values:
+        out["input_values"] = {k: v.reshape(-1).tolist() for k, v in values.items()}
     if calibration_data is not None:  # arrays named and shaped as the graph inputs (compiler.quant.calibrate)
         from .frontend import specialize
         from .quant.calibrate import load_calibration
@@ -97,6 +105,7 @@ def compile(
     target: str = "host",
     pipeline: str = "O2",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, Any] | None = None,
     on_event: EventCallback | None = None,
     verify: bool = True,
     benchmark: bool = True,
@@ -107,7 +116,13 @@ def compile(
     """Compile an ONNX model (bytes, path, ``ModelProto`` or a sample name) for ``target`` with
     ``pipeline``.
 
-    ``input_shapes`` binds symbolic input dims (``{"images": [1, 3, 320, 320]}``). Events go to
+    ``input_shapes`` binds symbolic input dims (``{"images": [1, 3, 320, 320]}``). ``input_values``
+    binds inputs to values (``{"mode": [1]}``: a number or a flat list in C order, as many as the
+    input has elements, of its element type): each becomes a constant of the compiled model, so an
+    ``If`` on it folds at compile time (``compiler.frontend.input_values``); the compiled model no
+    longer takes it, ``result.model["input_values"]`` lists the values and verification runs ONNX
+    Runtime with them. A bad value is a ``request`` error naming the input. An ``If`` whose condition
+    is left to run time fails with an ``import`` error naming the If and the input to bind. Events go to
     ``on_event`` synchronously as they happen. ``check_passes`` runs the exported model after every
     pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). ``backend=False``
     stops after the graph passes (no lowering, codegen, run or verify). Never raises a
@@ -129,6 +144,7 @@ def compile(
     the ``quantize`` pass (``compiler.quant.calibrate``); a pipeline with ``quantize`` emits
     ``model.accuracy`` after the passes and verifies against ONNX Runtime running the equivalent QDQ model.
     """
-    return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes, verify=verify,
+    return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
+                                 input_values=input_values, verify=verify,
                                  benchmark=benchmark, check_passes=check_passes, backend=backend,
                                  calibration_data=calibration_data), on_event)

@@ -23,6 +23,7 @@ from .api import compile as compile_model
 from .api import inspect_model
 from .errors import CompileError
 from .frontend import parse_input_shape
+from .frontend.input_values import parse_input_value
 from .result import json_default
 
 
@@ -65,6 +66,8 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
         m = e["model"]
         print(f"compiling {m['name']} (opset {m['opset']}, sha256 {m['sha256'][:12]}) for {e['target']}")
         print(f"pipeline: {e['pipeline'] or '(empty)'}")
+        for name, vals in (m.get("input_values") or {}).items():
+            print(f"input value: {name} = {', '.join(map(str, vals))} (bound: a constant of the compiled model)")
         for note in (m.get("storage") or {}).get("notes", []):  # narrow storage types (compiler.driver.request.legalize_model)
             print(f"storage: {note}")
     elif t == "pass.finished":
@@ -117,11 +120,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
         name, dims = parse_input_shape(text)
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
+    values = dict(parse_input_value(text) for text in args.input_value or []) or None
     if args.random_weights is not None:
         model = samples.randomized(model, seed=args.random_weights)  # type: ignore[assignment]
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
-                           on_event=on_event, verify=args.verify, benchmark=args.benchmark,
+                           input_values=values, on_event=on_event, verify=args.verify, benchmark=args.benchmark,
                            check_passes=args.check_passes, backend=not args.no_backend,
                            calibration_data=args.calibration_data)
     report = result.to_dict()
@@ -156,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", default="host")
     c.add_argument("--pipeline", default="O2", help="preset O0..O3 or pass text, e.g. fold-constants,fuse-ops")
     c.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...", help="bind an input's shape")
+    c.add_argument("--input-value", action="append", metavar="NAME=V1,V2,...",
+                   help="bind an input's value (a constant of the compiled model; folds an If on it)")
     c.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     c.add_argument("--remarks", action="store_true", help="print every remark under its pass")
     c.add_argument("--emit-dir", metavar="DIR", help="write per-pass IR and per-kernel code here")

@@ -59,17 +59,19 @@ def _collect(result: CompileResult, comp: Compilation) -> None:
 
 
 def compile_program(model: ModelSource, input_shapes: Mapping[str, Sequence[int]] | None, *, pipeline: str = "O2",
-                    target: str = "host") -> Compilation:
+                    target: str = "host", input_values: Mapping[str, Any] | None = None) -> Compilation:
     """Compile ``model`` (ModelProto, bytes or path) for ``input_shapes`` ({input: shape}) up to a linked
     Program, as the ONNX backend needs it: no run or verification, no kernel events, one codegen
-    thread, models below opset 7 upgraded. Returns the :class:`Compilation`: ``.program``, ``.trims``
+    thread, models below opset 7 upgraded; ``input_values`` binds inputs to constants as
+    ``compiler.compile`` does (the Program no longer takes them). Returns the :class:`Compilation`: ``.program``, ``.trims``
     (bounded outputs to cut to their counts), ``.flat_outputs`` and ``.sequence_layout`` (sequence
     outputs to rebuild, ``compiler.frontend.sequence_io``).
 
     Raises CompileError with the failing stage (``import``, ``shape``, ``passes``, ``lowering``,
     ``codegen``); an unexpected internal error is wrapped as CompileError with its type and message.
     """
-    request = Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes, verify=False,
+    request = Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
+                      input_values=input_values, verify=False,
                       benchmark=False, link=True, upgrade_opset=True, kernel_events=False, codegen_threads=1)
     comp = Compilation(request, EventStream(None))
     run_stages(comp)

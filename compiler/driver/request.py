@@ -7,6 +7,7 @@ describes its inputs and outputs, notes its narrow storage types (legalizing it:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from .. import samples, targets
 from ..errors import CompileError
 from ..frontend import ModelSource, describe_io, read_model
 from ..frontend.importer import check_opset, default_opset
+from ..frontend.input_values import bind_input_values
 from ..frontend.narrow_types import legalize, uses_narrow_types
 from ..ops.narrow import DOMAIN, OP
 from ..passes.pipeline import parse_pipeline
@@ -80,7 +82,9 @@ def legalize_model(model: ModelProto) -> tuple[ModelProto, dict[str, Any]]:
 def read(comp: Compilation) -> None:
     """Stage ``read``: ``comp.proto``, ``comp.model`` (the ``compile.started`` model payload), and for
     a model with narrow element types ``comp.legal`` and ``comp.storage`` (:func:`legalize_model`).
-    Emits ``compile.started``. Raises CompileError(stage="import") for a model that cannot be read or
+    Inputs bound to values (``request.input_values``) become initializers of ``comp.proto``
+    (``compiler.frontend.input_values``; listed in the model payload's ``input_values``) and leave
+    ``request.input_shapes``. Emits ``compile.started``. Raises CompileError(stage="import") for a model that cannot be read or
     whose opset is outside 7..latest (below 7 is accepted with ``request.upgrade_opset``)."""
     req = comp.request
     src, sha = model_bytes(resolve_model(req.model))
@@ -89,8 +93,13 @@ def read(comp: Compilation) -> None:
     if not (req.upgrade_opset and opset < 7):
         check_opset(opset)
     ins, outs = describe_io(proto)
-    comp.proto = proto
     comp.model = {"name": proto.graph.name or "model", "sha256": sha, "opset": opset, "inputs": ins, "outputs": outs}
+    proto, comp.input_values = bind_input_values(proto, req.input_values, req.input_shapes)
+    if comp.input_values:  # bound inputs are constants now: their shapes are no longer bound as inputs'
+        comp.model["input_values"] = {k: v.reshape(-1).tolist() for k, v in comp.input_values.items()}
+        shapes = {k: v for k, v in (req.input_shapes or {}).items() if k not in comp.input_values}
+        comp.request = req = dataclasses.replace(req, input_shapes=shapes or None)
+    comp.proto = proto
     if uses_narrow_types(proto):  # narrow storage, wider compute (compiler.frontend.narrow_types)
         comp.legal, comp.storage = legalize_model(proto)
         comp.model["storage"] = comp.storage["summary"]

@@ -34,6 +34,8 @@ class Request:
         target: a target name (``compiler.targets``).
         pipeline: pipeline text or a preset (``O0``..``O3``).
         input_shapes: ``{input name: [dim, ...]}`` binding symbolic input dims.
+        input_values: ``{input name: value(s)}`` binding inputs to constant values
+            (``compiler.frontend.input_values``): the compiled model no longer takes them.
         verify, benchmark: run the program against ONNX Runtime / time it (the ``run`` and
             ``verify`` stages; only on a target runnable here).
         check_passes: after every graph pass, run the exported IR in ONNX Runtime and compare.
@@ -51,6 +53,7 @@ class Request:
     target: str = "host"
     pipeline: str = "O2"
     input_shapes: Mapping[str, Sequence[int]] | None = None
+    input_values: Mapping[str, Any] | None = None
     verify: bool = True
     benchmark: bool = True
     check_passes: bool = False
@@ -81,6 +84,7 @@ class Compilation:
     proto: ModelProto | None = None  # the model as read (then as each later stage leaves it)
     legal: ModelProto | None = None  # the legalized model, for narrow element types
     storage: dict[str, Any] | None = None  # {"io": {"inputs", "outputs"}, "summary"}: narrow storage types
+    input_values: dict[str, Any] = field(default_factory=dict)  # {input: array}: inputs bound to values
     # onnx-passes
     reference: ModelProto | None = None  # the model ONNX Runtime runs to verify and --check-passes
     flat_outputs: list[str] = field(default_factory=list)  # graph outputs before bounding

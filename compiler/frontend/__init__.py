@@ -13,6 +13,7 @@ from onnx import ModelProto, TensorProto
 from ..errors import CompileError
 from ..ir import Graph
 from .importer import check_opset, default_opset, import_model, type_from_proto
+from .input_values import value_inputs
 from .load import ModelSource, read_model
 from .specialize import (
     InputShapes,
@@ -68,7 +69,10 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
     """Describe a model without compiling it.
 
     Returns ``{"name", "opset": int, "ir_version": int, "producer": str, "inputs": [{"name",
-    "dtype": "float32"|..., "shape": [int|str|None]}], "outputs": [...], "node_count": int}``.
+    "dtype": "float32"|..., "shape": [int|str|None]}], "outputs": [...], "node_count": int,
+    "value_inputs": [{"name", "dtype", "shape", "uses": [str]}]}``: ``value_inputs`` are the small
+    integer inputs whose value reaches an If condition, a trip count or a shape slot, which a
+    request may bind with ``input_values`` (``compiler.frontend.input_values.value_inputs``).
     Raises CompileError(stage="import") for bytes that are not a readable ONNX model or an opset
     outside 7 to the installed onnx's latest opset.
     """
@@ -84,6 +88,7 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
         "inputs": ins,
         "outputs": outs,
         "node_count": len(proto.graph.node),
+        "value_inputs": value_inputs(proto),
     }
 
 

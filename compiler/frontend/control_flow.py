@@ -357,8 +357,13 @@ def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: 
         o = node.output[n_c + j] if n_c + j < len(node.output) else ""
         if o and steps:
             _stack(ctx, collected[j], 0, o, nodes)
-        elif o:
-            return None
+        elif o:  # no iteration: an empty scan output [0, *per-iteration shape], when that shape is static
+            vi = body.output[1 + n_c + j].type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in vi.shape.dim]
+            if not vi.HasField("shape") or -1 in dims or not vi.elem_type:
+                return None
+            empty = np.zeros([0, *dims], helper.tensor_dtype_to_np_dtype(vi.elem_type))
+            nodes.append(helper.make_node("Identity", [ctx.const(empty, "loop_empty")], [o]))
     return nodes
 
 
