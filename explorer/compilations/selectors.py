@@ -130,6 +130,7 @@ def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None
         "pipeline": comp.pipeline,
         "requested_pipeline": comp.requested_pipeline,
         "input_shapes": comp.input_shapes,
+        "input_values": comp.options.get("input_values", {}),
         "options": comp.options,
         "compiler_version": comp.compiler_version,
         "status": comp.status,

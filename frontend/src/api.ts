@@ -64,6 +64,8 @@ export interface Compilation {
   target: string;
   pipeline: string;
   input_shapes: Record<string, number[]>;
+  /** Inputs bound to values (constants of the compiled model), `{}` when none. */
+  input_values?: Record<string, number[]>;
   model: Partial<ModelMeta> & { name?: string };
   created?: string;
   [extra: string]: unknown;
@@ -74,6 +76,8 @@ export interface CreateCompilation {
   target: string;
   pipeline: string;
   input_shapes: Record<string, number[]>;
+  /** `{input: [values]}`: binds inputs to values (an If on one folds at compile time). */
+  input_values?: Record<string, number[]>;
   /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */
   visibility?: "private" | "unlisted" | "public";
   /** verify/benchmark booleans and `calibration` (the sha256 of uploaded calibration data). */

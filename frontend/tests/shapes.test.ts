@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { prefill, readShapes } from "../src/shapes";
+import { prefill, readShapes, readValues, valueInputs } from "../src/shapes";
 
 const input = { name: "data", dtype: "float32", shape: ["batch", 3, 224, null] };
 
@@ -13,5 +13,21 @@ describe("shapes", () => {
     expect(() => readShapes([input], { data: ["", "3", "224", "224"] })).toThrow("Input “data” dim 0 (batch) needs a positive integer.");
     expect(() => readShapes([input], { data: ["1", "3", "x", "224"] })).toThrow("dim 2 needs a positive integer, not “x”");
     expect(() => readShapes([input], { data: ["0", "3", "1", "1"] })).toThrow("dim 0 (batch)");
+  });
+});
+
+describe("input values", () => {
+  const mode = { name: "mode", dtype: "int64", shape: [], value_uses: ["the condition of If 'select'"] };
+  const flag = { name: "flag", dtype: "bool", shape: [1], value_uses: ["the condition of If 'f'"] };
+  const data = { name: "data", dtype: "float32", shape: [1, 3] };
+  it("offers only the inputs the compiler names", () => {
+    expect(valueInputs([data, mode, flag]).map((i) => i.name)).toEqual(["mode", "flag"]);
+  });
+  it("reads integers, bools and blanks, and names the bad input", () => {
+    expect(readValues([mode, flag], { mode: " -2 ", flag: "" })).toEqual({ mode: [-2] });
+    expect(readValues([mode, flag], { mode: "1, 2", flag: "true" })).toEqual({ mode: [1, 2], flag: [1] });
+    expect(() => readValues([mode], { mode: "1.5" })).toThrow("Input “mode” value needs integers separated by commas, not “1.5”.");
+    expect(() => readValues([mode], { mode: "true" })).toThrow("not “true”");
+    expect(() => readValues([mode], { mode: "1,,2" })).toThrow("Input “mode” value needs integers");
   });
 });

@@ -99,3 +99,12 @@ describe("summary pane: storage and latency", () => {
     expect(lat.querySelectorAll(".hbar")).toHaveLength(1);
   });
 });
+
+describe("summary pane: input values", () => {
+  it("shows an input bound to a value in the model card", () => {
+    const events = eventsWith(PASSED).map((e) => (e.type === "compile.started"
+      ? { ...e, model: { ...e.model, inputs: [...e.model.inputs, { name: "mode", dtype: "int64", shape: [] }], input_values: { mode: [3] } } } : e));
+    const cell = card(render(events), "Model").querySelector(".input-value");
+    expect(cell?.textContent).toBe("bound to value 3");
+  });
+});

@@ -82,6 +82,13 @@ class CompilationRequest(serializers.Serializer):
         allow_null=True,
         help_text='{"input name": [1, 3, 224, 224]}; binds symbolic dims',
     )
+    input_values = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField(), allow_empty=False),
+        required=False,
+        allow_null=True,
+        help_text='{"input name": [1]}; binds inputs to values (constants of the compiled model: an If on '
+                  "one folds); checked by the compiler, which names the input of a bad value",
+    )
     options = serializers.DictField(
         required=False,
         help_text='{"verify": true, "benchmark": true, "calibration": "<sha256 from POST /api/calibrations>"}; '
@@ -149,6 +156,7 @@ class CompilationOut(serializers.Serializer):
     pipeline = serializers.CharField(help_text="expanded pipeline text")
     requested_pipeline = serializers.CharField()
     input_shapes = serializers.DictField()
+    input_values = serializers.DictField(help_text="{input: [values]} bound as constants ({} when none)")
     options = serializers.DictField()
     compiler_version = serializers.CharField()
     status = serializers.ChoiceField(["queued", "running", "succeeded", "failed"])

@@ -156,6 +156,7 @@ class CompilationListView(APIView):
                 target=data["target"],
                 pipeline=data["pipeline"],
                 input_shapes=data.get("input_shapes"),
+                input_values=data.get("input_values"),
                 options=data.get("options"),
                 use_cache=data["cache"],
                 owner=request.user,

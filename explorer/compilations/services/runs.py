@@ -165,6 +165,7 @@ def run_compilation(
             target=comp.target,
             pipeline=comp.pipeline,
             input_shapes=comp.input_shapes or None,
+            input_values=comp.options.get("input_values") or None,
             on_event=on_event,
             verify=bool(comp.options.get("verify", True)),
             benchmark=bool(comp.options.get("benchmark", True)),

@@ -69,6 +69,7 @@ def create_compilation(
     target: str,
     pipeline: str,
     input_shapes: dict | None,
+    input_values: dict | None = None,
     options: dict | None = None,
     use_cache: bool = True,
     owner=None,
@@ -76,7 +77,9 @@ def create_compilation(
 ) -> tuple[Compilation, bool]:
     """Validate a request with the compiler and queue it, or serve it from the cache.
 
-    `owner` is the signed-in requester (None or anonymous: no owner), `visibility` one of
+    `input_values` (`{input: [values]}`) binds inputs to constants (`compiler.compile`'s
+    `input_values`); the compiler's normalized values are kept as `options["input_values"]`, so they
+    are part of the cache key and of the stored request. `owner` is the signed-in requester (None or anonymous: no owner), `visibility` one of
     `visibility.VISIBILITIES` (checked by the caller). Returns `(compilation, cached)`; `cached`
     is True when a succeeded compilation with the same cache key exists: it is returned as it is or
     copied for the requester (see the module docstring), and nothing is queued.
@@ -85,8 +88,8 @@ def create_compilation(
             is deleted again, so nothing is left `queued` with nobody to run it. (Inside a
             transaction the message is sent at commit instead, and a failure is left to the
             requeue check.)
-        InvalidRequest: a pipeline that is not text, an unknown target, pass or option, or an
-            unbound symbolic dim (`validation.expand_pipeline`, then the compiler's one-line
+        InvalidRequest: a pipeline that is not text, an unknown target, pass or option, a bad
+            input value (naming the input), or an unbound symbolic dim (`validation.expand_pipeline`, then the compiler's one-line
             message, `compiler.validate_request`). `pipeline=""` is the empty pipeline (O0).
     """
     opts = normalize_options(options)
@@ -98,10 +101,12 @@ def create_compilation(
     try:
         req = compiler.validate_request(
             model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes,
-            calibration_data=calibration_path(opts),
+            calibration_data=calibration_path(opts), input_values=input_values or None,
         )
     except compiler.CompileError as exc:
         raise InvalidRequest(exc.message, exc.to_dict()) from exc
+    if req.get("input_values"):
+        opts["input_values"] = req["input_values"]
     version = str(compiler.__version__)
     key = cache_key(model.sha256, req["target"], req["pipeline"], req["input_shapes"], opts, version)
     owner = owner if signed_in(owner) else None

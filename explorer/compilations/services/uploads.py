@@ -159,7 +159,7 @@ def _register_file(
         ir_version=int(meta.get("ir_version") or 0),
         producer=str(meta.get("producer") or "")[:255],
         node_count=int(meta.get("node_count") or 0),
-        inputs=meta.get("inputs", []),
+        inputs=with_value_uses(meta.get("inputs", []), meta.get("value_inputs", [])),
         outputs=meta.get("outputs", []),
         source=source,
     )
@@ -170,6 +170,14 @@ def _register_file(
     except IntegrityError:  # the same bytes registered concurrently: the same file, keep the first
         return UploadedModel.objects.get(sha256=sha256), False
     return model, True
+
+
+def with_value_uses(inputs: list[dict], value_inputs: list[dict]) -> list[dict]:
+    """The model's inputs, those worth binding to a value (`compiler.inspect_model`'s `value_inputs`:
+    small integer inputs reaching an If condition, a trip count or a shape slot) with their `value_uses`
+    (["the condition of If 'sel'", ...]), which the compile form offers a value field for."""
+    uses = {v["name"]: v["uses"] for v in value_inputs}
+    return [{**i, "value_uses": uses[i["name"]]} if i["name"] in uses else i for i in inputs]
 
 
 def store_file(path: Path, model: UploadedModel, *, move: bool) -> None:

@@ -6,7 +6,7 @@ import { api, ApiError, uploadModel, type ModelMeta, type PassInfo, type Pipelin
 import { emptyState, h, replace } from "../dom";
 import { fmtBytes, fmtShape } from "../format";
 import { linkTo, navigate } from "../router";
-import { prefill, readShapes } from "../shapes";
+import { prefill, readShapes, readValues, valueInputs } from "../shapes";
 import { pipelineForm } from "./pipelineform";
 import { currentUser } from "../reviewapi";
 
@@ -153,11 +153,15 @@ export function startPage(): HTMLElement {
 
   function showConfigure(model: ModelMeta, shapes?: Record<string, (number | string | null)[]>) {
     const fields: Record<string, HTMLInputElement[]> = {};
+    const offered = valueInputs(model.inputs);
+    const valueFields: Record<string, HTMLInputElement> = Object.fromEntries(offered.map((inp) => [inp.name,
+      h("input", { class: "value", size: 8, placeholder: "value", "aria-label": `${inp.name} value`, title: `Bind a value (a constant of the compiled model): it decides ${inp.value_uses!.join("; ")}` })]));
     const inputRows = model.inputs.map((inp) => {
       const pre = prefill(inp, shapes?.[inp.name]);
       fields[inp.name] = inp.shape.map((d, i) =>
         h("input", { class: "dim", value: pre[i], size: 5, inputmode: "numeric", placeholder: typeof d === "string" && d ? d : "?", "aria-label": `${inp.name} dim ${i}`, title: typeof d === "string" ? `symbolic dim ${d}` : `dim ${i}` }));
-      return h("tr", null, h("td", null, h("code", null, inp.name)), h("td", null, inp.dtype), h("td", { class: "muted" }, fmtShape(inp.shape)), h("td", { class: "dims" }, ...fields[inp.name].flatMap((f, i) => (i ? [" × ", f] : [f]))));
+      return h("tr", null, h("td", null, h("code", null, inp.name)), h("td", null, inp.dtype), h("td", { class: "muted" }, fmtShape(inp.shape)), h("td", { class: "dims" }, ...fields[inp.name].flatMap((f, i) => (i ? [" × ", f] : [f]))),
+        offered.length ? h("td", { class: "value-cell" }, valueFields[inp.name] ?? "") : null);
     });
     // A symbolic dim means the same size wherever it appears: typing one fills the others.
     const bySymbol = new Map<string, HTMLInputElement[]>();
@@ -192,8 +196,11 @@ export function startPage(): HTMLElement {
     submit.addEventListener("click", async () => {
       msg.className = "submit-message error";
       let input_shapes: Record<string, number[]>;
+      let input_values: Record<string, number[]>;
       try {
-        input_shapes = readShapes(model.inputs, Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.map((f) => f.value)])));
+        input_values = readValues(offered, Object.fromEntries(Object.entries(valueFields).map(([k, f]) => [k, f.value])));
+        const shaped = model.inputs.filter((i) => !(i.name in input_values)); // a bound input's shape comes with its value
+        input_shapes = readShapes(shaped, Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.map((f) => f.value)])));
       } catch (e) {
         return replace(msg, errorText(e));
       }
@@ -203,7 +210,7 @@ export function startPage(): HTMLElement {
       msg.className = "submit-message";
       replace(msg, "Submitting…");
       try {
-        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, visibility: visibility.value as "private" | "unlisted" | "public" });
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), visibility: visibility.value as "private" | "unlisted" | "public" });
         navigate({ page: "compilation", id: c.id, view: "summary" });
       } catch (e) {
         submit.disabled = false;
@@ -215,7 +222,7 @@ export function startPage(): HTMLElement {
     replace(configure,
       h("h2", null, "2. Inputs, target and pipeline"),
       h("p", null, h("strong", { class: "model-name" }, model.name), ` · ${fmtBytes(model.size)} · opset ${model.opset ?? "?"}`, model.node_count ? ` · ${model.node_count} nodes` : "", " · ", h("code", { class: "muted" }, model.sha256.slice(0, 12))),
-      h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"))), h("tbody", null, ...inputRows)),
+      h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"), offered.length ? h("th", { title: "Inputs whose value decides an If, a trip count or a shape: a value binds them as constants" }, "value") : null)), h("tbody", null, ...inputRows)),
       h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
       pipe.el,
       h("div", { class: "field" }, h("label", null, "Visibility "), visibility),

@@ -114,6 +114,7 @@ export function summaryPane(): Pane {
       const stageMs = state.finished?.stage_ms;
       const maxStage = stageMs ? Math.max(0, ...Object.values(stageMs).map((x) => x ?? 0)) : 0;
       const shapes = meta?.input_shapes ?? {};
+      const values = (s?.model.input_values ?? {}) as Record<string, unknown[]>; // compile.started: inputs bound to values
       replace(
         el,
         card(
@@ -122,7 +123,7 @@ export function summaryPane(): Pane {
             ? h("div", null,
                 h("p", null, h("strong", null, s.model.name), ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
                 h("table", { class: "io" }, h("tbody", null,
-                  ...s.model.inputs.map((i) => h("tr", null, h("td", null, "input"), h("td", null, h("code", null, i.name)), h("td", null, i.dtype), h("td", null, fmtShape(i.shape)), h("td", null, shapes[i.name] ? `bound to ${fmtShape(shapes[i.name])}` : ""))),
+                  ...s.model.inputs.map((i) => h("tr", null, h("td", null, "input"), h("td", null, h("code", null, i.name)), h("td", null, i.dtype), h("td", null, fmtShape(i.shape)), h("td", { class: values[i.name] ? "input-value" : undefined }, values[i.name] ? `bound to value ${values[i.name].join(", ")}` : shapes[i.name] ? `bound to ${fmtShape(shapes[i.name])}` : ""))),
                   ...s.model.outputs.map((o) => h("tr", null, h("td", null, "output"), h("td", null, h("code", null, o.name)), h("td", null, o.dtype), h("td", null, fmtShape(o.shape)), h("td", null, ""))),
                 )),
                 storageBlock(s.model.storage),
