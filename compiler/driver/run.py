@@ -3,7 +3,8 @@
 ``link`` makes the :class:`~compiler.runtime.program.Program` (kernel objects, call list, memory
 plan: :func:`link_program`), the one description every runtime path runs. ``run`` runs it in a child
 process against ONNX Runtime on the same seeded inputs (``compiler.runtime.runner``):
-``kernel.timed`` per kernel and ``model.timed`` (Prism vs ONNX Runtime, 1 thread). ``verify`` emits
+``kernel.timed`` per kernel and ``model.timed`` (Prism through its entry function vs ONNX Runtime;
+``prism_kernel_calls_ms``: the same kernels one ``ctypes`` call each, ``compiler.runtime.timing``). ``verify`` emits
 ``model.verified`` from that run's comparison.
 """
 
@@ -29,19 +30,20 @@ def memory_plan(graph: Graph, ctx: Any = None) -> MemoryPlan:
     return plan
 
 
-def link_program(graph: Graph, ctx: Any, kernels: list[Any], compiled: list[Any], pipeline: str = "") -> Program:
+def link_program(graph: Graph, ctx: Any, kernels: list[Any], compiled: list[Any], pipeline: str = "",
+                 target: Any = None) -> Program:
     """The :class:`compiler.runtime.program.Program` of ``graph``'s lowered and compiled kernels
     (``compiler.loops.lower.LoweredKernel``, ``compiler.codegen.compile.CompiledKernel``) and its
     memory plan (:func:`memory_plan`). Raises CompileError(stage="lowering") for a graph output that
     is not written by a kernel, not a graph input and not a constant (``compiler.runtime.program.link``)."""
     return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
-                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline)
+                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline, target)
 
 
 def link_stage(comp: Compilation) -> None:
     """Stage ``link``: ``comp.program``."""
     assert comp.graph is not None and comp.pipeline is not None
-    comp.program = link_program(comp.graph, comp.ctx, comp.kernels, comp.compiled, comp.pipeline.text())
+    comp.program = link_program(comp.graph, comp.ctx, comp.kernels, comp.compiled, comp.pipeline.text(), comp.target)
 
 
 def run(comp: Compilation) -> None:
@@ -86,7 +88,8 @@ def run(comp: Compilation) -> None:
                                  f"({ort_ms:.3g} ms) on this model"]
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
-                         ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"], **int8)
+                         ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"],
+                         prism_kernel_calls_ms=round(res.get("prism_kernel_calls_ms", res["prism_ms"]), 4), **int8)
 
 
 def verify(comp: Compilation) -> None:

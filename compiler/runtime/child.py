@@ -9,8 +9,8 @@ was running. Without ``measure`` (the ONNX backend's executor, ``compiler.runtim
 writes the graph outputs to ``DIR/outputs.pkl``. With it (``compiler.runtime.runner``) it runs ONNX
 Runtime (``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares (bounded
 outputs cut to their counts first: ``compiler.frontend.bounded.trim_outputs``), times (warm-up,
-repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load) and writes
-``DIR/result.json``.
+repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load:
+``compiler.runtime.timing``) and writes ``DIR/result.json``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import json
 import pickle
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from compiler.runtime.timing import repeats_for, time_rounds
 
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
 # sigmoid tail (logits -55..-10) its output is off the float64 value by up to 1.2e-7 absolute (ours:
@@ -55,7 +56,6 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
     names = [n for n, _, _ in bound.prog.outputs]
     outs = bound.outputs()  # by position: an output may be listed twice
     inputs = bound.inputs
-    calls = bound.calls
     result: dict = {"kernels": [], "outputs": {}}
     ort_outs = None
     sess = None
@@ -95,38 +95,9 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
             if elem is not None:
                 result["outputs"][name]["storage"] = type_name(elem)
     if man["benchmark"]:
-        t0 = time.perf_counter()
-        for _, fn, ptrs in calls:
-            fn(*ptrs)
-        once = max(time.perf_counter() - t0, 1e-6)
-        repeats = int(min(man["max_repeats"], max(man["min_repeats"], man["budget_s"] / 2 / once)))
-        per: list[list[int]] = [[] for _ in calls]
-        totals: list[int] = []
-        pc = time.perf_counter_ns
-        feed = ort_feed
+        repeats = repeats_for(bound.run, man)
         timed = _timing_sessions(d, man, sess)  # [(result key, session)]: the model itself, or FP32 and INT8
-        for _, s_ in timed:
-            s_.run(None, feed)  # warm-up
-        ort_times: dict[str, list[int]] = {k: [] for k, _ in timed}
-        # Prism and ONNX Runtime alternate, run by run, so that both see the same machine load
-        for _ in range(repeats):
-            t_start = pc()
-            for j, (_, fn, ptrs) in enumerate(calls):
-                t = pc()
-                fn(*ptrs)
-                per[j].append(pc() - t)
-            totals.append(pc() - t_start)
-            for key, s_ in timed:
-                t = pc()
-                s_.run(None, feed)
-                ort_times[key].append(pc() - t)
-        result["kernels"] = [{"name": c[0], "median_us": float(np.median(p)) / 1e3} for c, p in zip(calls, per,
-                                                                                                   strict=True)]
-        result["prism_ms"] = float(np.median(totals)) / 1e6
-        result["repeats"] = repeats
-        for key, ts in ort_times.items():
-            if ts:
-                result[key] = float(np.median(ts)) / 1e6
+        result.update(time_rounds(bound, timed, ort_feed, repeats))
     return result
 
 

@@ -22,6 +22,8 @@ element, as numpy's).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
+from ..targets import get_target
 from .buffers import aligned as _aligned
 
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
@@ -52,6 +55,9 @@ class Program:
         outputs: ``[(name, kind, payload)]``: kind ``value`` (written by a kernel), ``input`` (payload
             the input name) or ``const`` (payload the array).
         kernels: number of kernels; ``pipeline``: the expanded pipeline text.
+        entry: the symbol of the entry function (``compiler.codegen.entry``: one call runs every kernel
+            in order), its object among ``objects``; ``entry_layout`` its slot table. Empty for a
+            program without kernels.
     """
 
     objects: dict[str, bytes] = field(default_factory=dict)
@@ -62,6 +68,8 @@ class Program:
     inputs: list[tuple[str, str, tuple[int, ...]]] = field(default_factory=list)
     outputs: list[tuple[str, str, Any]] = field(default_factory=list)
     pipeline: str = ""
+    entry: str = ""
+    entry_layout: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -76,14 +84,16 @@ def np_dtype(short: str) -> str:
         raise CompileError("lowering", f"the runtime has no buffer type for dtype {short!r}") from None
 
 
-def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: str = "") -> Program:
+def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: str = "",
+         target: Any = None) -> Program:
     """The Program of ``graph`` (graph IR after the passes) whose schedule steps were lowered and
     compiled to ``kernels``: dicts with ``name``, ``symbol``, ``obj`` (ELF bytes) and ``args`` (list of
     ``compiler.loops.lower.KernelArg``), in execution order. ``plan`` is the ``plan-memory`` result
     (``buffers`` with ``value``/``offset``, ``arena_bytes``) or None (every value on the heap).
 
     Graph outputs map, in this order of preference, to the graph input of that name, the value's
-    constant data (``Value.const``) or the kernel-written value. Raises
+    constant data (``Value.const``) or the kernel-written value. The entry function calling every
+    kernel in order (``compiler.codegen.entry``) is compiled for ``target`` (default: the host). Raises
     CompileError(stage="lowering") for an output that is none of these.
     """
     offsets = {b.value: b.offset for b in plan.buffers} if plan is not None else {}
@@ -121,6 +131,12 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
         else:
             raise CompileError("lowering", f"graph output %{v.name} is not written by any kernel, not a graph "
                                "input and not a constant")
+    if prog.calls:
+        # loads llvmlite: only a program with kernels needs it
+        from ..codegen.entry import compile_entry
+
+        prog.entry, prog.entry_layout, obj = compile_entry(prog.calls, prog.values, target or get_target("host"))
+        prog.objects[prog.entry] = obj
     return prog
 
 
@@ -171,6 +187,8 @@ class Bound:
         calls: ``[(kernel name, ctypes function, pointer tuple)]`` in execution order; a timing loop
             may call them again (the buffers stay alive as long as this object).
         inputs: ``{name: array}`` of the checked inputs.
+        entry: the entry function bound to this memory (a no-argument callable: one native call runs
+            every kernel), or None for a program without kernels.
     """
 
     def __init__(self, prog: Program, inputs: Sequence[np.ndarray]) -> None:
@@ -203,11 +221,33 @@ class Bound:
                 self._keep.append(arr)
                 ptrs.append(arr.ctypes.data)
             self.calls.append((call["name"], jit.function(call["symbol"], len(ptrs)), tuple(ptrs)))
+        self.entry = self._bind_entry(jit, arena)
 
-    def run(self, progress: Path | None = None) -> None:
-        """Call the kernels in order. With ``progress``, append ``start <kernel>`` before each kernel
-        and ``done`` at the end (unbuffered ``os.write``), for crash attribution by a parent process
-        (``compiler.runtime.buffers.running_kernel``)."""
+    def _bind_entry(self, jit: Any, arena: np.ndarray) -> Any:
+        """The entry function (``compiler.codegen.entry``) as a no-argument callable over this binding's
+        slot table (the same buffers the per-kernel calls use), or None for a program without one."""
+        layout = self.prog.entry_layout
+        if not self.prog.entry or layout is None:
+            return None
+        table = (ctypes.c_void_p * (len(layout.slots) + 1))()
+        table[0] = arena.ctypes.data
+        for (_, _, ptrs), args in zip(self.calls, layout.args, strict=True):
+            for p, (kind, n) in zip(ptrs, args, strict=True):
+                if kind == "slot":
+                    table[n] = p
+                elif p != arena.ctypes.data + n:
+                    raise CompileError("run", "the entry function's arena offsets differ from the memory plan")
+        self._keep_table = table
+        return functools.partial(jit.function(self.prog.entry, 1), ctypes.addressof(table))
+
+    def run(self, progress: Path | None = None, per_kernel: bool = False) -> None:
+        """Run the model: one call of the entry function, or, with ``per_kernel`` or ``progress`` (or
+        for a program without an entry function), one ``ctypes`` call per kernel in order. With
+        ``progress``, append ``start <kernel>`` before each kernel and ``done`` at the end (unbuffered
+        ``os.write``), for crash attribution by a parent process (``compiler.runtime.buffers.running_kernel``)."""
+        if progress is None and not per_kernel and self.entry is not None:
+            self.entry()
+            return
         if progress is None:
             for _, fn, ptrs in self.calls:
                 fn(*ptrs)

@@ -179,6 +179,8 @@ export interface ModelTimed extends EventBase {
   /** prism_ms / onnxruntime_ms: below 1 means Prism is faster; null without an ONNX Runtime time. */
   ratio: number | null;
   repeats: number;
+  /** The same kernels run one ctypes call each from Python (prism_ms: one call of the entry function). */
+  prism_kernel_calls_ms?: number;
   /** Present for a quantized compilation: the precision Prism ran at ("int8"). */
   precision?: string;
   /** ONNX Runtime on the equivalent QDQ model (the same quantization), in the same run. */
