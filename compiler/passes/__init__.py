@@ -22,6 +22,7 @@ PASS_MODULES: dict[str, str] = {
     "eliminate-common-subexpressions": "eliminate_common_subexpressions",
     "fold-batchnorm": "fold_batchnorm",
     "fuse-layer-norm": "fuse_layer_norm",
+    "fuse-siblings": "fuse_siblings",
     "fuse-ops": "fuse_ops",
     "plan-memory": "plan_memory",
     "quantize": "quantize",

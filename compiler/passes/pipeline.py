@@ -28,9 +28,9 @@ PRESETS: dict[str, str] = {
     "O0": "",
     "O1": "fold-constants,simplify,eliminate-dead-code",
     "O2": "fold-qdq,fold-constants,simplify,fold-batchnorm,eliminate-common-subexpressions,eliminate-dead-code,"
-          "fuse-layer-norm,fuse-ops,plan-memory",
+          "fuse-siblings,fuse-layer-norm,fuse-ops,plan-memory",
     "O3": "fold-qdq,fold-constants,simplify,fold-batchnorm,fold-constants,simplify,eliminate-common-subexpressions,"
-          "eliminate-dead-code,fuse-layer-norm,fuse-ops{max-group-size=64},plan-memory",
+          "eliminate-dead-code,fuse-siblings,fuse-layer-norm,fuse-ops{max-group-size=64},plan-memory",
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")

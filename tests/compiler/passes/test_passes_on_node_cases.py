@@ -17,7 +17,7 @@ from compiler.passes.base import PassContext
 from compiler.passes.verify import verify_graph
 
 O2 = ["fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
-      "eliminate-dead-code", "fuse-layer-norm", "fuse-ops", "plan-memory"]
+      "eliminate-dead-code", "fuse-siblings", "fuse-layer-norm", "fuse-ops", "plan-memory"]
 
 
 def _session(model):

@@ -46,7 +46,7 @@ def test_presets_expand_to_valid_text(name: str) -> None:
 def test_o2_has_the_issue_passes_in_order() -> None:
     names = [p.name for p in parse_pipeline("O2").passes]
     assert names == ["fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
-                     "eliminate-dead-code", "fuse-layer-norm", "fuse-ops", "plan-memory"]
+                     "eliminate-dead-code", "fuse-siblings", "fuse-layer-norm", "fuse-ops", "plan-memory"]
     assert parse_pipeline("O0").passes == ()
 
 
