@@ -76,9 +76,10 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
     """The micro-kernel version of a group whose anchor is Conv/Gemm/MatMul, the row kernel of a
     Softmax/LogSoftmax/LayerNormalization group (``compiler.schedule.rows``), or None if none fits."""
     from ..ir import FusedGroup
+    from .conv_se import try_global_pool
     from .rows import try_row_kernel
 
-    rk = try_row_kernel(node, kernel, opset, target)
+    rk = try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)
     if rk is not None:
         return rk
 

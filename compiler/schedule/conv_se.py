@@ -1,0 +1,101 @@
+"""The squeeze of squeeze-excitation: GlobalAveragePool as one vectorized row sum per channel.
+
+A squeeze-excitation block (``GlobalAveragePool -> Conv 1x1 -> act -> Conv 1x1 -> HardSigmoid /
+Sigmoid -> Mul``, MobileNetV3, EfficientNet) reads its activation twice: once to pool it, once to
+scale it. The pool is a reduction of ``H * W`` contiguous floats per (image, channel); the default
+schedule sums each row serially (one dependent add per element). This schedule sweeps each row with
+vectors of the target's ``W`` f32 lanes (``W`` partial sums in a register, the last ``H*W mod W``
+elements as one shorter vector), adds the lanes, and multiplies by ``1 / (H * W)`` as the generic
+lowering does; the group's elementwise epilogue is applied before the one store. Rows are independent
+(the ``parallel`` axis). The partial sums reassociate the row sum (within float rounding: tests
+compare with ONNX Runtime). Semantics: ONNX GlobalAveragePool. Returns None where the group does not
+fit (another reducing op in the group, a non-float32 or dynamic shape, an input that is not a plain
+buffer read): the default schedule applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..loops.ir import (
+    Allocate,
+    Buffer,
+    Float,
+    For,
+    Int,
+    Load,
+    Seq,
+    Store,
+    Var,
+    add,
+    floordiv,
+    floormod,
+    mul,
+    substitute,
+)
+from ..loops.lower import LoweredKernel, lower_group
+from ..loops.ops_elementwise import LowerCtx
+from ..loops.ops_nn import COMPLEX_OPS
+from ..loops.tensor import Tensor
+from ..targets import Target
+from .gemm import VIRTUAL, epilogue, finish, probe_buffer, replace_anchor
+from .rows import sweep
+
+
+def try_global_pool(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
+    """The row-sum kernel of a group whose one reducing op is a 2-D GlobalAveragePool, or None."""
+    from ..ir import FusedGroup
+
+    nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
+    pools = [n for n in nodes if n.op_type == "GlobalAveragePool"]
+    if len(pools) != 1 or len(node.outputs) != 1 or sum(n.op_type in COMPLEX_OPS for n in nodes) != 1:
+        return None
+    pool = pools[0]
+    t = pool.outputs[0].type
+    if t is None or t.short != "f32" or not t.is_static or t.rank != 4:
+        return None
+    shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
+    captured: dict[str, Any] = {}
+
+    def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
+        captured["x"] = ins[0]
+        vbuf = Buffer(VIRTUAL, "f32", shape, "virtual")
+        return [Tensor(shape, "f32", lambda idx: Load(vbuf, tuple(idx)))]
+
+    lk = lower_group(node, kernel, opset, override={id(pool): override}, build=False)
+    x = captured.get("x")
+    if len(lk.pending) != 1 or x is None or x.rank != 4:
+        return None
+    xbuf = probe_buffer(x)
+    out_buf, out_t = lk.pending[0]
+    ep = epilogue(out_t, 4, None)
+    if xbuf is None or ep is None or tuple(out_t.shape) != shape:
+        return None
+    n_b, c_n, h, w = xbuf.shape
+    hw, width = h * w, target.vector_width_f32
+    rows = Buffer(xbuf.name, xbuf.dtype, (n_b * c_n, hw), xbuf.scope)
+    acc, total = Buffer("acc", "f32", (width,), "local"), Buffer("sum", "f32", (1,), "local")
+    vr, vi, vh, z = Var("r"), Var("i"), Var("h"), (Int(0),)
+    lanes = min(width, hw)
+
+    def add_row(j: Any, lane: Var) -> Store:
+        return Store(acc, (lane,), add(Load(acc, (lane,)), Load(rows, (vr, j))))
+    mean = mul(Load(total, z), Float(1.0 / float(hw)))
+    epi, vs = ep
+    value = substitute(replace_anchor(epi, mean), {vs[0].name: floordiv(vr, c_n), vs[1].name: floormod(vr, c_n),
+                                                    vs[2].name: Int(0), vs[3].name: Int(0)})
+    ov = Buffer(out_buf.name, out_buf.dtype, (n_b * c_n,), out_buf.scope)
+    body = Seq([For(vi, lanes, Store(acc, (vi,), Float(0.0)), "vectorized"), sweep(hw, width, add_row, "s"),
+                Store(total, z, Float(0.0)),
+                For(vh, lanes, Store(total, z, add(Load(total, z), Load(acc, (vh,))))),
+                Store(ov, (vr,), value)])
+    sched = lk.func.attrs.setdefault("schedule", [])
+    sched += [f"# {pool.label}: {n_b * c_n} rows of {hw} contiguous floats (H x W = {h} x {w})",
+              f"vectorize(hw, {width})  # {width} partial sums in a register, then added lane by lane "
+              "(reassociated)", "parallel(r)  # rows are independent",
+              "compute_at(epilogue, r)  # x 1/(H*W) and the group's epilogue before the one store"]
+    nest = For(vr, n_b * c_n, Allocate(acc, Allocate(total, body)), "parallel")
+    return finish(lk, [nest], n_b * c_n * (hw + 1))
+
+
+__all__ = ["try_global_pool"]
