@@ -19,6 +19,15 @@ Environment:
     PRISM_REQUEUE_AFTER_S        a compilation still queued this long after its task message was sent,
                                  with no message for it left in Redis (lost: Redis restarted or the
                                  queue purged), is queued again by the reaper, default 120
+    PRISM_MAX_ARENA_BYTES, PRISM_MAX_INPUT_BYTES, PRISM_MAX_CONSTANT_BYTES,
+    PRISM_CHILD_MAX_ADDRESS_SPACE_BYTES, PRISM_CHILD_MAX_CPU_S
+                                 limits of running generated code, read by the compiler
+                                 (compiler/runtime/limits.py: defaults from the machine's memory M:
+                                 M/4, M/16 per input, M/8, M/2, 900 s)
+    PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES  RLIMIT_AS of each worker pool process (the compile itself),
+                                 default max(M/2, 4 GiB): a model that needs more fails naming it
+    PRISM_WORKER_MAX_MEMORY_KB   a pool process whose resident memory exceeds this after a task is
+                                 replaced (Celery's worker_max_memory_per_child), default M/4 in KiB
     PRISM_COMPILE_QUEUE          Celery queue of compilations, default prism.compile
     PRISM_TARGET_QUEUES          per-target queues: "aarch64=prism.compile.aarch64,..."
     PRISM_SIGNUP_ENABLED         1 (default): anyone may create an account (POST /api/auth/signup); 0: only
@@ -34,6 +43,8 @@ import os
 from pathlib import Path
 
 import dj_database_url
+
+from compiler.runtime.limits import machine_memory_bytes
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PRISM_VAR_DIR", BASE_DIR / "var")).resolve()
@@ -183,7 +194,13 @@ PRISM_TARGET_QUEUES = dict(
     item.split("=", 1) for item in os.environ.get("PRISM_TARGET_QUEUES", "").split(",") if "=" in item
 )
 
+_MEMORY = machine_memory_bytes()
+PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES = _env_int("PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES",
+                                                max(_MEMORY // 2, 4 << 30))
+PRISM_WORKER_MAX_MEMORY_KB = _env_int("PRISM_WORKER_MAX_MEMORY_KB", _MEMORY // 4 // 1024)
+
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = PRISM_WORKER_MAX_MEMORY_KB  # KiB, checked after each task
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from ..runtime.limits import memory_error_message
 from .state import Compilation
 
 #: ``compile.finished``'s ``stage_ms`` keys (DESIGN.md "Events"), in order
@@ -106,7 +107,8 @@ def run_stages(comp: Compilation, stages: tuple[Stage, ...] = STAGES) -> None:
 
     Raises CompileError: the one a stage raised, or, for any other exception, one with the stage's
     ``fails_as`` and the exception's type and message ("internal error: ..."); a RecursionError
-    (a model nested too deep for Python's stack) says so.
+    (a model nested too deep for Python's stack) and a MemoryError (over the process's address-space
+    limit: ``compiler.runtime.limits.memory_error_message``) say so.
     """
     for stage in stages:
         if not stage.when(comp):
@@ -117,6 +119,8 @@ def run_stages(comp: Compilation, stages: tuple[Stage, ...] = STAGES) -> None:
             fn(comp)
         except CompileError:
             raise
+        except MemoryError as exc:  # over the process's RLIMIT_AS (compiler.runtime.limits)
+            raise CompileError(stage.fails_as, memory_error_message(exc)) from None
         except RecursionError:
             raise CompileError(stage.fails_as, "internal error: recursion too deep (model too deep?)") from None
         except Exception as exc:  # an internal bug still ends in a CompileError naming the stage

@@ -1,8 +1,10 @@
 """The runtime's child process: ``python -m compiler.runtime.child DIR``.
 
 Runs in a fresh interpreter started by ``compiler.runtime.process.run_child`` (never imported by the
-compiler process). Reads ``DIR/job.pkl``: ``{"program": Program, "inputs": [arrays], "measure": dict |
-None}``, binds the program (``compiler.runtime.program.Bound``: kernel objects in one MCJIT engine,
+compiler process), under the rlimits of ``compiler.runtime.limits`` and dying with its parent
+(``apply_child_limits``). Reads ``DIR/job.pkl``: ``{"program": Program, "inputs": [arrays] | None,
+"random_inputs": {"seed", "storage"}, "measure": dict | None}`` (inputs None: seeded random inputs
+drawn here, ``compiler.runtime.runner.random_inputs``), binds the program (``compiler.runtime.program.Bound``: kernel objects in one MCJIT engine,
 the arena, inputs, constants, scratch) and runs its kernels once, appending ``start <kernel>`` before
 each to ``DIR/progress`` so that if generated code kills the process the parent knows which kernel
 was running. Without ``measure`` (the ONNX backend's executor, ``compiler.runtime.execute``) it
@@ -16,6 +18,7 @@ repeats, medians; Prism and ONNX Runtime runs alternate so that both see the sam
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import sys
@@ -33,11 +36,21 @@ ATOL_FLOOR = 1e-6
 
 
 def main(d: Path) -> int:
+    from compiler.runtime.limits import apply_child_limits
+
+    parent = os.environ.get("PRISM_PARENT_PID", "")
+    apply_child_limits(int(parent) if parent.isdigit() else None)  # before anything big is allocated
     from compiler.runtime.program import Bound
 
     with open(d / "job.pkl", "rb") as f:
         job = pickle.load(f)
-    bound = Bound(job["program"], job["inputs"])
+    inputs = job["inputs"]
+    if inputs is None:  # drawn here, in their own dtypes: the parent never holds them
+        from compiler.runtime.runner import random_inputs
+
+        drawn = random_inputs(job["program"].inputs, **job["random_inputs"])
+        inputs = [drawn[n] for n, _, _ in job["program"].inputs]
+    bound = Bound(job["program"], inputs)
     bound.run(progress=d / "progress")
     man = job.get("measure")
     if man is None:

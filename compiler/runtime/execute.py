@@ -18,13 +18,13 @@ generator handles: f32, f64, i64, i32, i8, u8, bool.
 from __future__ import annotations
 
 import pickle
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .process import run_child
+from .limits import check_program
+from .process import run_child, run_dir
 from .program import NP_DTYPES, Bound, Program, check_inputs
 
 __all__ = ["NP_DTYPES", "Program", "check_inputs", "run_program", "run_program_isolated"]
@@ -48,8 +48,8 @@ def run_program_isolated(prog: Program, inputs: Sequence[np.ndarray], timeout_s:
     verifies and times for ``compiler.runtime.runner``). A crash (signal, non-zero exit) or a timeout
     raises ``CompileError(stage="run")`` naming the kernel that was running; this process carries on."""
     check_inputs(prog, inputs)
-    with tempfile.TemporaryDirectory(prefix="prism-exec-") as tmp:
-        d = Path(tmp)
+    check_program(prog)
+    with run_dir("exec") as d:
         with open(d / "job.pkl", "wb") as f:
             pickle.dump({"program": prog, "inputs": [np.asarray(x) for x in inputs], "measure": None}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)

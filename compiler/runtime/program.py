@@ -58,6 +58,7 @@ class Program:
         entry: the symbol of the entry function (``compiler.codegen.entry``: one call runs every kernel
             in order), its object among ``objects``; ``entry_layout`` its slot table. Empty for a
             program without kernels.
+        const_names: the graph value each of ``consts`` holds (its layout may differ: packed weights).
     """
 
     objects: dict[str, bytes] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class Program:
     pipeline: str = ""
     entry: str = ""
     entry_layout: Any = None
+    const_names: list[str] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -117,6 +119,7 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
                 if id(a.data) not in const_ids:
                     const_ids[id(a.data)] = len(prog.consts)
                     prog.consts.append(np.ascontiguousarray(a.data))
+                    prog.const_names.append(a.name)
                 args.append({"kind": "const", "index": const_ids[id(a.data)]})
             else:
                 args.append({"kind": "scratch", "dtype": np_dtype(a.buffer.dtype), "shape": tuple(a.buffer.shape)})

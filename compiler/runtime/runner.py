@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import pickle
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..ir import Graph
-from .process import run_child
+from .limits import check_program
+from .process import run_child, run_dir
 from .program import NP_DTYPES, Program, link
 
 
@@ -59,12 +58,20 @@ def make_inputs(graph: Graph, seed: int = 0, storage: dict[str, int] | None = No
 
 def random_inputs(specs: list[tuple[str, str, tuple[int, ...]]], seed: int = 0,
                   storage: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """:func:`make_inputs` for ``specs`` ``[(name, numpy dtype, shape)]`` (``Program.inputs``)."""
+    """:func:`make_inputs` for ``specs`` ``[(name, numpy dtype, shape)]`` (``Program.inputs``): each
+    float input drawn from the standard normal distribution in its own dtype (float32 draws for
+    float32 and narrower, float64 for float64), zeros for the others. The runner's child draws them
+    (``compiler.runtime.child``), so that the calling process never holds them."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, dtype, shape in specs:
         dt = np.dtype(dtype)
-        out[name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+        if dt.kind == "f":  # drawn in float32 (float64 for float64): never a float64 copy of a big input
+            draw = np.float64 if dt == np.float64 else np.float32
+            x = rng.standard_normal(shape, dtype=draw)
+            out[name] = x if x.dtype == dt else x.astype(dt)
+        else:
+            out[name] = np.zeros(shape, dt)
     if storage:
         from .narrow_io import storage_inputs
 
@@ -116,13 +123,15 @@ def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmar
     ``compiler.quant.qdq.output_steps``) lets a dequantized output differ by one step. ``ort_no_opt``
     runs ``model_bytes`` with ONNX Runtime's graph optimizations off (a QDQ reference as written);
     ``timing_models`` ({result key: model bytes}, e.g. ``onnxruntime_ms`` FP32 and ``onnxruntime_int8_ms``
-    QDQ) are timed instead of ``model_bytes``, each fully optimized, alternating with Prism."""
+    QDQ) are timed instead of ``model_bytes``, each fully optimized, alternating with Prism. The program is
+    checked against the limits of ``compiler.runtime.limits`` first (CompileError(stage="run") naming
+    the tensor, its size and the limit)."""
     storage = storage or {"inputs": {}, "outputs": {}}
-    inputs = random_inputs(prog.inputs, storage=storage["inputs"])
+    check_program(prog)  # before the child allocates anything
     import onnx
 
     ort_model = onnx.load_model_from_string(model_bytes)
-    ort_feeds = {n: n for n in inputs}
+    ort_feeds = {n: n for n, _, _ in prog.inputs}
     if storage["inputs"] or storage["outputs"]:  # numpy-readable boundary for ONNX Runtime (narrow_io)
         from .narrow_io import ort_boundary
 
@@ -135,13 +144,13 @@ def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmar
            "trims": [list(t) for t in trims or []], "storage": storage, "ort_feeds": ort_feeds,
            "tolerance": _tolerances(outputs, storage["outputs"], rtol, atol), "steps": dict(steps or {}),
            "ort_no_opt": ort_no_opt, "timing_models": {k: f"timing_{k}.onnx" for k in timing_models or {}}}
-    with tempfile.TemporaryDirectory(prefix="prism-run-") as tmp:
-        d = Path(tmp)
+    with run_dir("run") as d:
         (d / "model.onnx").write_bytes(model_bytes)
         for k, data in (timing_models or {}).items():
             (d / f"timing_{k}.onnx").write_bytes(data)
         with open(d / "job.pkl", "wb") as f:
-            pickle.dump({"program": prog, "inputs": list(inputs.values()), "measure": man}, f,
+            pickle.dump({"program": prog, "inputs": None, "random_inputs": {"seed": 0, "storage": storage["inputs"]},
+                         "measure": man}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
         run_child(d, timeout_s, after="the measurement process")
         return json.loads((d / "result.json").read_text())

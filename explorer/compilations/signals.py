@@ -1,5 +1,7 @@
 """Celery worker hooks: every pool process of every worker reaps compilations left `running` by a
-lost worker, once when it starts and then every `PRISM_REAP_INTERVAL_S` seconds.
+lost worker, and the run folders (`prism-run-<pid>-*`) of killed processes, once when it starts and
+then every `PRISM_REAP_INTERVAL_S` seconds; it limits its own address space
+(`PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES`).
 
 The reaper runs in the pool processes, not in the worker's main process, on purpose: the main
 process forks new pool processes (when one dies), and a SQLite connection open in a process at
@@ -8,11 +10,14 @@ main process never opens the database.
 """
 
 import logging
+import resource
 import threading
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from django.conf import settings
 from django.db import connections
+
+from compiler.runtime.process import remove_stale_run_dirs
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
@@ -26,6 +31,8 @@ def _reap_forever() -> None:
             reaped = reap_stale_compilations()
             if reaped:
                 log.warning("reaped compilations left running by lost workers: %s", ", ".join(reaped))
+            for folder in remove_stale_run_dirs():
+                log.warning("removed the run folder %s of a killed process", folder)
         except Exception:  # noqa: BLE001 - keep reaping; the next round may succeed
             log.exception("reaping stale compilations failed")
         finally:
@@ -36,6 +43,7 @@ def _reap_forever() -> None:
 
 @worker_process_init.connect
 def start_reaper(**kwargs) -> None:
+    limit_address_space()
     threading.Thread(target=_reap_forever, name="prism-reaper", daemon=True).start()
 
 
@@ -49,3 +57,12 @@ def announce_stack(**kwargs) -> None:
     """One line naming the stack whose keys this worker reads (the main process; no database)."""
     log.info("stack %s: broker keys prefixed %r, channel-layer prefix %r", settings.PRISM_STACK,
              settings.PRISM_BROKER_KEY_PREFIX, settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"])
+
+
+def limit_address_space() -> None:
+    """RLIMIT_AS of this pool process: `PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES`. A compilation that
+    needs more gets a MemoryError, which the compiler reports as a `compile.failed` naming the limit
+    (`compiler.runtime.limits.memory_error_message`), instead of the OS killing the worker."""
+    want = int(settings.PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
