@@ -51,7 +51,12 @@ class Sample:
     member: str = ""  # path of the .onnx file inside the wheel
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_shapes": self.input_shapes,
+        """The listing entry; ``title`` is the short name a gallery card shows, ``weights`` says in a
+        few words whether the weights are the trained ones or seeded random ones (the long reason is
+        in ``description``, the same for every ``light_*`` sample)."""
+        title = f"{_LIGHT_TITLES[self.name]} image classifier" if self.name in _LIGHT_TITLES else self.description
+        return {"name": self.name, "title": title, "description": self.description, "input_shapes": self.input_shapes,
+                "weights": "seeded random weights" if self.package is None else "trained weights",
                 "source": self.package or (f"onnx wheel: onnx/backend/test/data/light/{self.name}.onnx, weights "
                                            f"replaced by seeded random ones (compiler.samples.randomized, seed "
                                            f"{LIGHT_SEED})"),
@@ -99,7 +104,7 @@ def is_available(name: str) -> bool:
 
 
 def list_samples() -> list[dict[str, Any]]:
-    """Every sample: ``[{"name", "description", "input_shapes", "source", "cached"}]``."""
+    """Every sample: ``[{"name", "title", "description", "input_shapes", "weights", "source", "cached"}]``."""
     return [s.to_dict() for s in SAMPLES.values()]
 
 

@@ -4,7 +4,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from explorer.web.views import spa
+from explorer.web.views import not_found, spa
 
 urlpatterns = [
     path("api/", include("explorer.accounts.urls")),
@@ -25,4 +25,5 @@ urlpatterns = [
     path("c/<str:compilation_id>/comments", spa),
     path("c/<str:compilation_id>/comments/<int:comment_id>", spa),
     re_path(r"^compare/(?P<ids>[\w.]+)$", spa),
+    re_path(r"^(?!(?:api|admin|assets|static|ws)(?:/|$))", not_found),  # last: the app's own 404 page
 ]

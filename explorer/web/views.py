@@ -35,11 +35,22 @@ def _all_visible(request: HttpRequest, kwargs: dict) -> bool:
 
 
 @ensure_csrf_cookie
+def not_found(request: HttpRequest, **kwargs) -> HttpResponse:
+    """Any other path (not /api/, /admin/, /assets/, /static/): the app with status 404, so an
+    unknown link shows the app's own "No page at ..." page (with its header and a way back)
+    instead of Django's plain "Not Found"."""
+    return _index(404)
+
+
+@ensure_csrf_cookie
 def spa(request: HttpRequest, **kwargs) -> HttpResponse:
     """`/`, `/signin`, `/signup`, `/account`, `/c/<id>` (and `/summary`, `/kernels`, `/remarks`,
     `/comments`, `/comments/<cid>`), `/c/<id>/pass/<n>`, `/c/<id>/kernel/<name>`, `/c/<id>/graph`,
     `/compare/...`; 404 (the same app) for a compilation the requester may not see."""
-    status = 200 if _all_visible(request, kwargs) else 404
+    return _index(200 if _all_visible(request, kwargs) else 404)
+
+
+def _index(status: int) -> HttpResponse:
     index = settings.FRONTEND_DIST / "index.html"
     try:
         html = index.read_text(encoding="utf-8")

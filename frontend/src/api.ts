@@ -49,7 +49,11 @@ export interface Pipeline {
 
 export interface Sample {
   name: string;
+  /** A short title for a gallery card, e.g. "ResNet-50 image classifier". */
+  title?: string;
   description?: string;
+  /** "seeded random weights" or "trained weights". */
+  weights?: string;
   /** True when the model file is already on this server (older servers say `available`). */
   cached?: boolean;
   available?: boolean;

@@ -23,6 +23,7 @@ function show(v: View): void {
     if (!compare) {
       compare = comparePage(v.ids);
       replace(root, compare.el);
+      window.scrollTo(0, 0); // a new page opens at its top, not at the last page's scroll position
     }
     return;
   }
@@ -34,12 +35,14 @@ function show(v: View): void {
     page?.destroy();
     page = compilationPage(v);
     replace(root, page.el);
+    window.scrollTo(0, 0);
     page.show(v);
     return;
   }
   page?.destroy();
   page = null;
   document.title = "Prism — AI compiler explorer";
+  window.scrollTo(0, 0);
   if (v.page === "start") replace(root, h("div", { class: "top-bar" }, userMenu()), startPage());
   else if (v.page === "signin" || v.page === "signup") replace(root, authPage(v.page, v.next));
   else replace(root, h("main", { class: "start" }, emptyState(`No page at ${v.path}.`), linkTo(h("a", null, "Go to the start page"), { page: "start" })));

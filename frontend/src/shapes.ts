@@ -55,3 +55,37 @@ export function readValues(inputs: TensorInfo[], fields: Record<string, string>)
   }
   return out;
 }
+
+/** `[1, 4, 15, 15]` from the dims text of a printed type `f32[1, 4, 15, 15]`; null when a dim is not a number. */
+function dimsOf(text: string): number[] | null {
+  if (text.trim() === "") return [];
+  const dims = text.split(",").map((d) => d.trim());
+  return dims.every((d) => /^\d+$/.test(d)) ? dims.map(Number) : null;
+}
+
+/**
+ * The bound (static) shapes of the graph's inputs and outputs as the compiler specialized them,
+ * read from the printed graph IR after a pass (DESIGN.md "Graph IR": the header
+ * `graph @g(%x: f32[1, 3, 64, 64])` and top-level lines `  %y = Op(...) : f32[1, 4, 15, 15]`).
+ * `compile.started` describes the model as uploaded, where an output's dims may be formulas of
+ * symbolic input dims (`floor((H - 3)/2) + 1`); these are the numbers they came to. Names not
+ * found, or with a dim that is not a number, are left out.
+ */
+export function boundShapes(ir: string | undefined, names: string[]): Record<string, number[]> {
+  const out: Record<string, number[]> = {};
+  if (!ir) return out;
+  const want = new Set(names);
+  const lines = ir.split("\n");
+  const header = /^graph @[^(]*\((.*)\) \{$/.exec(lines[0] ?? "");
+  for (const m of (header?.[1] ?? "").matchAll(/%([^:,\s]+): [a-z]+\d*\[([^\]]*)\]/g)) {
+    const dims = dimsOf(m[2]);
+    if (want.has(m[1]) && dims) out[m[1]] = dims;
+  }
+  for (const line of lines) {
+    const m = /^ {2}%([^\s=]+) = .* : [a-z]+\d*\[([^\]]*)\](?: \{)?(?:\s+\/\/.*)?$/.exec(line);
+    if (!m || !want.has(m[1]) || out[m[1]]) continue;
+    const dims = dimsOf(m[2]);
+    if (dims) out[m[1]] = dims;
+  }
+  return out;
+}

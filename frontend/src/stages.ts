@@ -13,6 +13,8 @@
  * - Failed (`compile.failed` names the stage; a name outside the six, such as "shape", means the
  *   first incomplete stage): that stage failed, the stages before it are done (skipped when they
  *   produced nothing), and the stages after it were not reached, whatever they would have done.
+ *   A failure of the service before the compiler began (stage "queue": a job lost from the queue,
+ *   no `compile.started`) leaves every stage not reached.
  * - Finished: a stage is done when its events or its time in `stage_ms` say it ran, else skipped.
  */
 import { STAGES, type Stage } from "./events";
@@ -84,6 +86,9 @@ function evidence(state: CompilationState): Record<Stage, Evidence> {
   };
 }
 
+/** `compile.failed` stages of the service itself, before any compiler stage (explorer/compilations/services/queue.py). */
+export const SERVICE_STAGES: ReadonlySet<string> = new Set(["queue"]);
+
 /** Each stage's status and counts; see the module docstring for the rules. */
 export function stageProgress(state: CompilationState): Record<Stage, StageView> {
   const ev = evidence(state);
@@ -93,6 +98,7 @@ export function stageProgress(state: CompilationState): Record<Stage, StageView>
   const status = (stage: Stage, i: number): StageStatus => {
     const e = ev[stage];
     if (state.failed) {
+      if (!state.started && SERVICE_STAGES.has(state.failed.stage)) return "unreached";
       const named = (STAGES as readonly string[]).indexOf(state.failed.stage);
       const at = named >= 0 ? named : firstOpen >= 0 ? firstOpen : STAGES.length - 1;
       if (i < at) return done[i] || e.reached ? "done" : "skipped";

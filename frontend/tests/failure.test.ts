@@ -27,4 +27,10 @@ describe("failure pane", () => {
     expect(el.querySelector(".failure-message")?.textContent).toBe("lost <b>3</b> times");
     expect(el.querySelector("b")).toBeNull();
   });
+  it("says a queue failure happened before the compiler started", () => {
+    const pane = failurePane();
+    const log = [{ seq: 0, type: "compile.failed", ts: 4, stage: "queue", message: "lost 3 times", reason: "queue_lost" } as CompileEvent];
+    pane.update({ id: "abc", state: reduceAll(log), view: { page: "compilation", id: "abc", view: "summary" } as never, meta: null });
+    expect(pane.el.querySelector("h2")?.textContent).toBe("Compilation failed in the queue before the compiler started");
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { prefill, readShapes, readValues, valueInputs } from "../src/shapes";
+import { boundShapes, prefill, readShapes, readValues, valueInputs } from "../src/shapes";
 
 const input = { name: "data", dtype: "float32", shape: ["batch", 3, 224, null] };
 
@@ -13,6 +13,24 @@ describe("shapes", () => {
     expect(() => readShapes([input], { data: ["", "3", "224", "224"] })).toThrow("Input “data” dim 0 (batch) needs a positive integer.");
     expect(() => readShapes([input], { data: ["1", "3", "x", "224"] })).toThrow("dim 2 needs a positive integer, not “x”");
     expect(() => readShapes([input], { data: ["0", "3", "1", "1"] })).toThrow("dim 0 (batch)");
+  });
+  it("reads the bound shapes of inputs and outputs from the printed graph IR", () => {
+    // The compiler's print of Conv(k3, s2) then MaxPool(k3, s2) on x[N, 3, H, W] bound to 1x3x64x64:
+    // ONNX's output size floor((64 - 3) / 2) + 1 = 31, then floor((31 - 3) / 2) + 1 = 15.
+    const ir = [
+      "graph @main_graph(%x: f32[1, 3, 64, 64]) {",
+      "  %w = constant f32[4, 3, 3, 3] <digest 92b70fef>",
+      "  %y = prism.fused_group @fused_conv2d_relu_0 [out-elementwise-fusable](%x, %w) : f32[1, 4, 31, 31] {",
+      "    ^args(%x: f32[1, 3, 64, 64], %w: f32[4, 3, 3, 3])",
+      "    %c = Conv(%x, %w) {kernel_shape = [3, 3], strides = [2, 2]} : f32[1, 4, 31, 31]  // Conv:c",
+      "    yield %c",
+      "  }",
+      "  %z = MaxPool(%y) {kernel_shape = [3, 3], strides = [2, 2]} : f32[1, 4, 15, 15]  // pool",
+      "  return %z",
+      "}",
+    ].join("\n");
+    expect(boundShapes(ir, ["x", "z", "c", "missing"])).toEqual({ x: [1, 3, 64, 64], z: [1, 4, 15, 15] });
+    expect(boundShapes(undefined, ["x"])).toEqual({});
   });
 });
 

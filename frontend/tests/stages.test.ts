@@ -75,6 +75,11 @@ describe("stage strip", () => {
     expect(Object.values(statuses(atImport))).toEqual(["failed", "unreached", "unreached", "unreached", "unreached", "unreached"]);
   });
 
+  it("marks no stage failed when the job was lost from the queue before the compiler started", () => {
+    const lost: CompileEvent[] = [{ seq: 0, type: "compile.failed", ts: 2, stage: "queue", message: "lost 3 times", reason: "queue_lost" } as CompileEvent];
+    expect(Object.values(statuses(lost))).toEqual(Array(6).fill("unreached"));
+  });
+
   it("marks a stage that produced nothing before the failure as skipped, not done", () => {
     // Benchmark off: no run events; verification fails to run.
     const log = failedAtRun().slice(0, -1);

@@ -108,7 +108,7 @@ def test_upload_compile_and_explore(stack, context, page):
     page.select_option(".remarks-pass", "fuse-ops")
     remark = page.locator(".remark").first
     assert remark.locator(".badge").inner_text() == "applied"
-    node_name = remark.locator(".node-link").first.inner_text()
+    node_name = remark.locator(".node-link").first.get_attribute("data-node")
     remark.locator(".node-link").first.click()
     page.wait_for_url(re.compile(rf"/c/{cid}/graph\?node=.+"))
     page.wait_for_selector(".graph-side h3")
@@ -176,7 +176,7 @@ def test_upload_compile_and_explore(stack, context, page):
     page.click(".kernels-table th:has-text('kernel')")
     names = page.locator(".kernels-table tbody td:first-child").all_inner_texts()
     assert names[0] <= names[-1]
-    page.click(".kernels-table th:has-text('µs')")
+    page.click(".kernels-table th:has-text('median time')")
     shot(page, "05-kernel-asm")
 
     # Copy the link and open it in a new page: the same view from the stored events.
@@ -292,7 +292,8 @@ def test_html_names_render_literally(stack, page, tmp_path):
     page.click(".compile")
     page.wait_for_url(re.compile(r"/c/[\w]+$"))
     page.wait_for_selector(".status-badge.succeeded", timeout=300_000)
-    assert page.inner_text(".page-header .model-name") == HTML_GRAPH
+    assert page.inner_text(".page-header .model-name") == path.name  # the uploaded file's name
+    assert page.get_attribute(".page-header .model-name", "title") == f"graph {HTML_GRAPH}"
     page.click(".main-tabs .tab[data-tab=graph]")
     page.locator(".graph-svg .gnode").first.wait_for(timeout=120_000)
     page.goto(page.url.split("/graph")[0] + "/graph?node=" + HTML_NODE.replace("=", "%3D"))

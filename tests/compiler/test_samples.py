@@ -57,3 +57,12 @@ def test_the_listing_explains_the_weights_in_words():
     assert entry["description"].startswith("SqueezeNet image classifier")
     assert "random weights" in entry["description"] and "randomized()" not in entry["description"]
     assert "seeded random" in entry["source"]
+
+
+def test_the_listing_gives_each_card_a_short_title_and_the_kind_of_weights():
+    listed = {s["name"]: s for s in samples.list_samples()}
+    assert listed["light_resnet50"]["title"] == "ResNet-50 image classifier"
+    assert listed["light_resnet50"]["weights"] == "seeded random weights"
+    assert listed["yolov8n"]["weights"] == "trained weights"
+    titles = [s["title"] for s in listed.values()]
+    assert len(set(titles)) == len(titles) and all(len(t) < 60 for t in titles)

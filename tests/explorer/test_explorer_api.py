@@ -161,6 +161,18 @@ def test_unknown_pages_are_404(client, settings, tmp_path, url, make_compilation
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/no/such/page", "/c", "/nope.html", "/c/k3x9q2ab/kernels/x"])
+def test_an_unknown_path_is_the_apps_own_404_page(client, settings, tmp_path, url, make_compilation):
+    make_compilation(id="k3x9q2ab")
+    (tmp_path / "index.html").write_text("<!doctype html><div id=app></div>")
+    settings.FRONTEND_DIST = tmp_path
+    r = client.get(url)
+    assert r.status_code == 404 and r.content == b"<!doctype html><div id=app></div>"  # the app, not Django's page
+    assert client.get("/api/nope").json()["error"].startswith("no API endpoint")  # the API keeps its JSON 404
+    assert client.get("/admin/").status_code == 302  # still Django's admin (to its sign-in page)
+
+
+@pytest.mark.django_db
 def test_a_sample_becomes_a_model_without_an_upload(client):
     listed = {s["name"]: s for s in client.get("/api/samples").json()}
     assert listed["light_squeezenet"]["register_url"] == "/api/samples/light_squeezenet/model"

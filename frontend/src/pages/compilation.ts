@@ -111,8 +111,11 @@ export function compilationPage(first: CompilationView): CompilationPage {
     const ctx = { id, state, view, meta, review, onComment };
     showStatus();
     if (state.started) {
-      replace(title, h("strong", { class: "model-name" }, state.started.model.name), " → ", h("code", null, state.started.target), h("span", { class: "muted" }, ` · ${meta?.requested_pipeline ?? meta?.pipeline ?? ""} · `), h("code", { class: "muted" }, id));
-      document.title = `${state.started.model.name} · ${state.started.target} — Prism`;
+      // The uploaded file's (or the sample's) name, as the user knows the model; the graph's own
+      // name (often "main_graph" or "torch_jit") only in the tooltip.
+      const modelName = meta?.model.name || state.started.model.name;
+      replace(title, h("strong", { class: "model-name", title: `graph ${state.started.model.name}` }, modelName), " → ", h("code", null, state.started.target), h("span", { class: "muted" }, ` · ${meta?.requested_pipeline ?? meta?.pipeline ?? ""} · `), h("code", { class: "muted" }, id));
+      document.title = `${modelName} · ${state.started.target} — Prism`;
     }
     progress.update(ctx);
     failure.update(ctx);

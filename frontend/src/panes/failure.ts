@@ -2,6 +2,7 @@
 import { h, replace } from "../dom";
 import { linkTo } from "../router";
 import type { CompileFailed } from "../events";
+import { SERVICE_STAGES } from "../stages";
 import type { Pane, PaneContext } from "./types";
 
 const REASONS: Record<string, string> = {
@@ -25,7 +26,7 @@ export function failurePane(): Pane {
       const passIndex = state.passes.length - 1;
       replace(
         el,
-        h("h2", null, `Compilation failed during ${f.stage}`),
+        h("h2", null, !state.started && SERVICE_STAGES.has(f.stage) ? `Compilation failed in the ${f.stage} before the compiler started` : `Compilation failed during ${f.stage}`),
         h("p", { class: "failure-message" }, f.message),
         h(
           "dl",

@@ -12,10 +12,11 @@ import type { KernelState } from "../state";
 import { KERNEL_TABS, type KernelTab } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
 
-const COLUMNS: { key: SortKey; label: string; numeric: boolean }[] = [
+// Each time cell carries its own unit (fmtUs: "812 µs", "3.41 ms"), so the header names the measure, not a unit.
+const COLUMNS: { key: SortKey; label: string; numeric: boolean; title?: string }[] = [
   { key: "kernel", label: "kernel", numeric: false },
   { key: "ops", label: "ops", numeric: false },
-  { key: "us", label: "µs", numeric: true },
+  { key: "us", label: "median time", numeric: true, title: "median time of one call (µs below 1 ms, else ms)" },
   { key: "share", label: "share", numeric: true },
   { key: "gflops", label: "GFLOP/s", numeric: true },
   { key: "gbps", label: "GB/s", numeric: true },
@@ -58,7 +59,7 @@ export function kernelsPane(): Pane {
     }
     const maxUs = Math.max(0, ...rows.map((r) => r.us ?? 0));
     const head = h("tr", null, ...COLUMNS.map((c) => {
-      const th = h("th", { class: c.numeric ? "num sortable" : "sortable", "aria-sort": c.key === sortKey ? (desc ? "descending" : "ascending") : "none" }, c.label, c.key === sortKey ? (desc ? " ▾" : " ▴") : "");
+      const th = h("th", { class: c.numeric ? "num sortable" : "sortable", title: c.title, "aria-sort": c.key === sortKey ? (desc ? "descending" : "ascending") : "none" }, c.label, c.key === sortKey ? (desc ? " ▾" : " ▴") : "");
       th.addEventListener("click", () => {
         if (sortKey === c.key) desc = !desc;
         else {

@@ -7,6 +7,7 @@
 import { api, type PassInfo, type Pipeline } from "../api";
 import { h, replace } from "../dom";
 import { splitPipeline } from "../pipeline";
+import { rstNodes, rstSummary } from "../rst";
 
 /** Names an unknown pass or option in `text`, or returns null when every name is known. */
 export function pipelineProblem(text: string, passes: PassInfo[]): string | null {
@@ -40,7 +41,7 @@ export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineF
   const docs = h("details", { class: "pass-docs" }, h("summary", null, `${passes.length} passes available`),
     h("dl", null, ...passes.flatMap((p) => [
       h("dt", null, h("code", null, p.name), p.options.length ? h("span", { class: "muted" }, ` {${p.options.map((o) => `${o.name}=${JSON.stringify(o.default)}`).join(",")}}`) : ""),
-      h("dd", null, (p.doc || "").split("\n")[0]),
+      h("dd", null, h("details", { class: "pass-doc" }, h("summary", null, rstSummary(p.doc || "")), h("div", { class: "rst" }, ...rstNodes(p.doc || "")))),
     ])));
   const preset = () => presets.find((p) => p.name === sel.value);
   let asked = 0;
@@ -48,7 +49,7 @@ export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineF
     const problem = pipelineProblem(text.value, passes);
     note.className = `pipeline-note ${problem ? "error" : "muted"}`;
     const p = preset();
-    replace(note, problem ?? (p ? `${p.name} expands to ${splitPipeline(p.text).length} passes (shown above).` : `${splitPipeline(text.value).length} passes.`));
+    replace(note, problem ?? (p ? `${p.name} expands to ${splitPipeline(p.text).length} passes (listed in the text box; edit it for a custom pipeline).` : `${splitPipeline(text.value).length} passes.`));
     if (problem || p || !text.value.trim()) return;
     const mine = ++asked;
     api.validatePipeline(text.value.trim()).then(

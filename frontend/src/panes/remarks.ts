@@ -5,6 +5,35 @@ import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
 
 const KINDS = ["applied", "missed", "analysis"] as const;
+
+/**
+ * `{node name: op type}` from a printed graph IR: each node line ends in `// <node name>` (the
+ * ONNX node's name, or `Op:output` for a nameless one) after `= Op(`.
+ */
+export function nodeOps(ir: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of (ir ?? "").matchAll(/= ([\w.]+)\(.*\/\/ (.+)$/gm)) out.set(m[2].trim(), m[1]);
+  return out;
+}
+
+/**
+ * How a remark names a node: the ONNX node's name (a fusion-graph id mapped to its name) and its
+ * op type, looked up in the IR before the remark's pass and after it (a removed node is only in
+ * the first).
+ */
+function nodeLabeler(state: CompilationState): (name: string, pass: number) => { name: string; op: string | undefined } {
+  const byId = new Map((state.fusion?.nodes ?? []).filter((n) => n.id !== n.name).map((n) => [n.id, n]));
+  const opOf = new Map((state.fusion?.nodes ?? []).map((n) => [n.name, n.op_type]));
+  const perPass = new Map<number, Map<string, string>>();
+  const ops = (i: number) => {
+    if (!perPass.has(i)) perPass.set(i, nodeOps(state.passes[i]?.ir));
+    return perPass.get(i) as Map<string, string>;
+  };
+  return (raw, pass) => {
+    const name = byId.get(raw)?.name ?? raw;
+    return { name, op: opOf.get(name) ?? ops(pass - 1).get(name) ?? ops(pass).get(name) };
+  };
+}
 const PAGE = 300;
 
 export function remarksPane(): Pane {
@@ -46,6 +75,7 @@ export function remarksPane(): Pane {
     let matched = 0;
     let total = 0;
     const onComment = ctx.onComment;
+    const label = nodeLabeler(state);
     state.passes.forEach((p, index) => {
       for (const [ri, raw] of (p.remarks ?? []).entries()) {
         const r = { ...raw, nodes: raw.nodes ?? [], message: raw.message ?? "" };
@@ -60,7 +90,10 @@ export function remarksPane(): Pane {
             h("span", { class: `badge ${r.kind}` }, r.kind),
             linkTo(h("a", { class: "remark-pass" }, `#${index} ${r.pass || p.name}`), { page: "compilation", id, view: "pass", pass: index, diff: true }),
             h("span", { class: "remark-message", title: r.data && Object.keys(r.data).length ? JSON.stringify(r.data) : undefined }, r.message),
-            r.nodes.length ? h("span", { class: "remark-nodes" }, ...r.nodes.slice(0, 12).map((n) => linkTo(h("a", { class: "node-link" }, n), { page: "compilation", id, view: "graph", node: n })), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
+            r.nodes.length ? h("span", { class: "remark-nodes" }, ...r.nodes.slice(0, 12).map((raw) => {
+              const n = label(raw, index);
+              return linkTo(h("a", { class: "node-link", dataset: { node: n.name }, title: `ONNX node ${n.name}${n.op ? ` (${n.op})` : ""}: show it in the fusion graph` }, n.name, n.op ? h("span", { class: "node-op" }, ` ${n.op}`) : null), { page: "compilation", id, view: "graph", node: n.name });
+            }), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
             onComment ? h("button", { class: "btn small comment-remark", title: "Comment on this remark", on: { click: () => onComment({ kind: "remark", pass: index, remark: ri }) } }, "💬") : null,
           ),
         );

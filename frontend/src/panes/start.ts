@@ -14,6 +14,37 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+const READY = "on this server";
+
+/**
+ * The sample cards: each a short title, its input shapes and whether it is on this server yet; the
+ * long note the light_* samples share (why their weights are random) once, under the cards. A click
+ * marks the card chosen (and, once fetched, on this server), the others not.
+ */
+function sampleCards(samples: Sample[], use: (s: Sample, card: HTMLElement) => Promise<void>): HTMLElement[] {
+  const cards = samples.map((s) => {
+    const note = h("span", { class: "sample-note muted" }, (s.cached ?? s.available) ? READY : "downloaded on first use");
+    const b = h("button", { class: "sample", dataset: { sample: s.name }, "aria-pressed": "false", title: [s.description, s.source].filter(Boolean).join("\n") },
+      h("span", { class: "sample-name" }, s.name),
+      h("span", { class: "sample-desc" }, String(s.title ?? s.description ?? "")),
+      s.weights ? h("span", { class: "sample-weights muted" }, String(s.weights)) : null,
+      note,
+      s.input_shapes && Object.keys(s.input_shapes).length ? h("span", { class: "sample-shapes muted" }, Object.entries(s.input_shapes).map(([k, v]) => `${k}${fmtShape(v)}`).join(" ")) : null);
+    b.addEventListener("click", () => {
+      for (const c of cards) c.setAttribute("aria-pressed", String(c === b));
+      b.classList.add("busy");
+      b.disabled = true;
+      use(s, b).then(() => replace(note, READY), () => b.setAttribute("aria-pressed", "false")).finally(() => (b.disabled = false));
+    });
+    return b;
+  });
+  const shared = samples.filter((s) => s.weights === "seeded random weights");
+  const footnote = shared.length
+    ? h("p", { class: "gallery-note muted" }, `${shared.map((s) => s.name).join(", ")}: the onnx package's test models. Their shipped weights are all 0.02, which gives every image the same output, so Prism serves them with seeded random weights: the same file every time, and outputs that depend on the input, so that the check against ONNX Runtime means something.`)
+    : null;
+  return footnote ? [...cards, footnote] : cards;
+}
+
 export function startPage(): HTMLElement {
   const fileInput = h("input", { type: "file", accept: ".onnx", class: "file-input", "aria-label": "ONNX model file" });
   const bar = h("progress", { max: 1, value: 0, class: "upload-progress", hidden: true });
@@ -122,30 +153,20 @@ export function startPage(): HTMLElement {
   api.samples().then(
     (samples: Sample[]) => {
       if (samples.length === 0) return replace(gallery, emptyState("This server has no sample models."));
-      replace(gallery, ...samples.map((s) => {
-        const b = h("button", { class: "sample", dataset: { sample: s.name }, title: s.source ?? "" },
-          h("span", { class: "sample-name" }, s.name),
-          s.description ? h("span", { class: "sample-desc" }, s.description) : null,
-          h("span", { class: "sample-note muted" }, (s.cached ?? s.available) ? "ready" : "fetched on first use"),
-          s.input_shapes && Object.keys(s.input_shapes).length ? h("span", { class: "sample-shapes muted" }, Object.entries(s.input_shapes).map(([k, v]) => `${k}${fmtShape(v)}`).join(" ")) : null);
-        b.addEventListener("click", () => {
-          b.disabled = true;
-          replace(upMsg, `Preparing sample ${s.name}…`);
-          upMsg.className = "upload-message";
-          api.useSample(s.name).then(
-            (m) => {
-              b.disabled = false;
-              replace(upMsg, `Sample ${m.name} is ready.`);
-              void chosen(m, s.input_shapes);
-            },
-            (e) => {
-              b.disabled = false;
-              upMsg.className = "upload-message error";
-              replace(upMsg, errorText(e));
-            },
-          );
-        });
-        return b;
+      replace(gallery, ...sampleCards(samples, (s, card) => {
+        replace(upMsg, `Preparing sample ${s.name}…`);
+        upMsg.className = "upload-message";
+        return api.useSample(s.name).then(
+          (m) => {
+            replace(upMsg, `Sample ${m.name} is ready.`);
+            void chosen(m, s.input_shapes);
+          },
+          (e) => {
+            upMsg.className = "upload-message error";
+            replace(upMsg, errorText(e));
+            throw e;
+          },
+        ).finally(() => card.classList.remove("busy"));
       }));
     },
     (e) => replace(gallery, h("p", { class: "error" }, `Samples could not be loaded: ${errorText(e)}`)),

@@ -4,10 +4,11 @@
  * precision card (accuracy against FP32 beside the speed: panes/precision.ts), compile time per
  * stage, memory.
  */
-import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary } from "../events";
+import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary, type TensorInfo } from "../events";
 import { h, replace } from "../dom";
 import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
 import { splitPipeline } from "../pipeline";
+import { boundShapes } from "../shapes";
 import type { CompilationState } from "../state";
 import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
 import { precisionCard } from "./precision";
@@ -23,9 +24,11 @@ function wide(c: HTMLElement): HTMLElement {
   return c;
 }
 
+/** "Waiting for the model timing…" while running; once ended, "No model timing: …" with why. */
 function pending(state: CompilationState, what: string): HTMLElement {
-  const ended = state.finished || state.failed;
-  return h("p", { class: "muted" }, ended ? `No ${what} in this compilation.` : `Waiting for ${what}…`);
+  if (!(state.finished || state.failed)) return h("p", { class: "muted" }, `Waiting for the ${what}…`);
+  const why = state.failed ? (state.started ? ` (the compilation failed during ${state.failed.stage})` : " (the compilation failed before the compiler read the model)") : "";
+  return h("p", { class: "muted" }, `No ${what} in this compilation${why}.`);
 }
 
 function bar(label: string, value: number, max: number, text: string, cls = ""): HTMLElement {
@@ -58,6 +61,25 @@ function latency(t: ModelTimed): HTMLElement {
     bar(prec ? "ONNX Runtime FP32" : "ONNX Runtime", ort, max, fmtMs(ort), "ort"),
     i8 !== null ? bar("ONNX Runtime INT8", i8, max, fmtMs(i8), "ort ort-int8") : null,
     h("p", { class: "muted" }, `median of ${t.repeats} runs`));
+}
+
+/**
+ * The model's inputs and outputs with the shapes this compilation bound them to (numbers), and,
+ * where the model declares them otherwise (symbolic dims, or an output's formula of them), the
+ * declaration in a muted line cut to the card's width (whole in its title); an input bound to a
+ * value (compile.started `input_values`) says so.
+ */
+function ioTable(inputs: TensorInfo[], outputs: TensorInfo[], bound: Record<string, number[]>, values: Record<string, unknown[]> = {}): HTMLElement {
+  const row = (role: string, t: TensorInfo) => {
+    const declared = fmtShape(t.shape);
+    const b = bound[t.name];
+    const shown = b ? fmtShape(b) : declared;
+    return h("tr", { dataset: { io: t.name } }, h("td", null, role), h("td", null, h("code", null, t.name)), h("td", null, t.dtype),
+      h("td", { class: "io-shape" }, h("span", { class: "bound-shape" }, shown),
+        b && shown !== declared ? h("span", { class: "declared-shape muted", title: `declared in the model as ${declared}` }, `declared ${declared}`) : null,
+        values[t.name] ? h("span", { class: "input-value" }, `bound to value ${values[t.name].join(", ")}`) : null));
+  };
+  return h("table", { class: "io" }, h("tbody", null, ...inputs.map((i) => row("input", i)), ...outputs.map((o) => row("output", o))));
 }
 
 /** Text with every number ("9.54e-7", "1.63e+1", "0.5") in a span that does not wrap, so a line may break between words but never at an exponent's "-". */
@@ -121,15 +143,12 @@ export function summaryPane(): Pane {
           "Model",
           s
             ? h("div", null,
-                h("p", null, h("strong", null, s.model.name), ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
-                h("table", { class: "io" }, h("tbody", null,
-                  ...s.model.inputs.map((i) => h("tr", null, h("td", null, "input"), h("td", null, h("code", null, i.name)), h("td", null, i.dtype), h("td", null, fmtShape(i.shape)), h("td", { class: values[i.name] ? "input-value" : undefined }, values[i.name] ? `bound to value ${values[i.name].join(", ")}` : shapes[i.name] ? `bound to ${fmtShape(shapes[i.name])}` : ""))),
-                  ...s.model.outputs.map((o) => h("tr", null, h("td", null, "output"), h("td", null, h("code", null, o.name)), h("td", null, o.dtype), h("td", null, fmtShape(o.shape)), h("td", null, ""))),
-                )),
+                h("p", null, h("strong", { class: "model-file" }, meta?.model.name || s.model.name), meta?.model.name && meta.model.name !== s.model.name ? h("span", { class: "muted" }, ` · graph ${s.model.name}`) : "", ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
+                ioTable(s.model.inputs, s.model.outputs, { ...boundShapes(state.passes[0]?.ir, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values),
                 storageBlock(s.model.storage),
                 h("details", null, h("summary", null, `Pipeline: ${splitPipeline(s.pipeline).length} passes`), h("ol", { class: "pipeline-list" }, ...splitPipeline(s.pipeline).map((p) => h("li", null, h("code", null, p.name), p.options ? h("code", { class: "muted" }, `{${p.options}}`) : null)))),
               )
-            : pending(state, "the model"),
+            : pending(state, "model description"),
         ),
         card(
           "Latency",

@@ -14,9 +14,10 @@ export function optionsText(o: Record<string, unknown> | undefined): string {
   return parts.length ? `{${parts.join(",")}}` : "";
 }
 
-/** "35 ✎": opens the remarks filtered to this pass (a span, as the row itself is a link). */
+/** "35 remarks": opens the remarks filtered to this pass (a span, as the row itself is a link). */
 function remarksLink(id: string, pass: string, n: number): HTMLElement {
-  const el = h("span", { class: "pass-remarks", role: "link", tabindex: n ? "0" : undefined, title: n ? `${n} remarks: show them` : undefined }, n ? `${n} ✎` : "");
+  const words = `${n} remark${n === 1 ? "" : "s"}`;
+  const el = h("span", { class: "pass-remarks", role: "link", tabindex: n ? "0" : undefined, title: n ? `${words} this pass made: show them` : undefined }, n ? words : "");
   const go = (e: Event) => {
     e.preventDefault();
     e.stopPropagation();

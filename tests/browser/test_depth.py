@@ -1,0 +1,160 @@
+"""Issue 15 item 9, in real Chromium against the real stack: what a new user saw wrong, fixed.
+
+One small model with symbolic input dims (its output declared with the shape formulas PyTorch's
+exporter writes) compiled twice; screenshots under test-artifacts/browser/ (depth-*.png).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from browserkit import shot
+from onnx import TensorProto, helper, numpy_helper
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+# ONNX's output size of a k3/s2 Conv then a k3/s2 MaxPool on H, written as PyTorch's exporter does.
+FORMULA = "floor((floor((H - 3)/2) + 1 - 3)/2) + 1"
+
+
+def tiny_convnet(path: Path) -> Path:
+    """Conv(k3, s2) -> Relu -> MaxPool(k3, s2) on x[N, 3, H, W]; graph name "main_graph"."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv_0", kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu_0"),
+        helper.make_node("MaxPool", ["r"], ["y"], name="pool_0", kernel_shape=[3, 3], strides=[2, 2]),
+    ]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, FORMULA, FORMULA.replace("H", "W")])
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                              [out], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def overflowing(page, selector: str) -> list[str]:
+    """Texts of elements under `selector` drawn wider than their box (cut or spilling out)."""
+    return page.evaluate("""(sel) => [...document.querySelectorAll(sel)].filter(e => {
+        const r = e.getBoundingClientRect(), card = e.closest('.card').getBoundingClientRect();
+        return r.right > card.right + 0.5 || e.scrollWidth > e.clientWidth + 1; }).map(e => e.textContent)""", selector)
+
+
+def test_the_defects_a_new_user_saw(stack, context, page, tmp_path):
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    shapes = {"x": [1, 3, 64, 64]}
+    a = stack.compile(model["id"], pipeline="O2", input_shapes=shapes, visibility="public", cache=False)
+    b = stack.compile(model["id"], pipeline="O1", input_shapes=shapes, visibility="public", cache=False)
+    for c in (a, b):
+        assert stack.wait_finished(c["id"])["status"] == "succeeded"
+
+    # Titled with the uploaded file's name, not the graph's "main_graph".
+    page.goto(f"{stack.url}/c/{a['id']}")
+    page.wait_for_selector(".status-badge.succeeded", timeout=300_000)
+    assert page.inner_text(".page-header .model-name") == "tiny-convnet.onnx"
+    assert page.title().startswith("tiny-convnet.onnx")
+    assert page.inner_text(".summary .model-file") == "tiny-convnet.onnx"
+
+    # The summary gives the bound shapes (ONNX's floor((64 - 3) / 2) + 1 = 31, floor((31 - 3) / 2) + 1 = 15),
+    # the declared formula only as a muted note cut to the card, and nothing spills out of its card.
+    out_row = page.locator(".summary .io tr[data-io=y]")
+    assert out_row.locator(".bound-shape").inner_text() == "[1, 4, 15, 15]"
+    assert page.locator(".summary .io tr[data-io=x] .bound-shape").inner_text() == "[1, 3, 64, 64]"
+    assert "floor" in out_row.locator(".declared-shape").get_attribute("title")
+    assert overflowing(page, ".summary .io td") == []
+    shot(page, "depth-01-summary")
+
+    # Remarks name the ONNX nodes with their op types.
+    page.click(".main-tabs .tab[data-tab=remarks]")
+    page.select_option(".remarks-pass", "fuse-ops")
+    link = page.locator(".remark .node-link").first
+    assert link.get_attribute("data-node") in ("conv_0", "relu_0", "pool_0")
+    assert link.locator(".node-op").inner_text().strip() in ("Conv", "Relu", "MaxPool")
+    # The timeline says "N remarks" in words, never a bare "1 ✎".
+    counts = page.locator(".timeline-row .pass-remarks").all_inner_texts()
+    assert "✎" not in "".join(counts) and any(re.fullmatch(r"\d+ remarks?", t) for t in counts), counts
+    shot(page, "depth-02-remarks")
+
+    # The kernels table: the time column names the measure; each value carries its own unit.
+    page.click(".main-tabs .tab[data-tab=kernels]")
+    page.wait_for_selector(".kernels-table tbody tr")
+    heads = page.locator(".kernels-table th").all_inner_texts()
+    assert not any(h.strip().startswith("µs") for h in heads) and any("median time" in h for h in heads), heads
+    times = page.locator(".kernels-table tbody td:nth-child(3)").all_inner_texts()
+    assert times and all(re.fullmatch(r"[\d.]+ (µs|ms|s)", t) for t in times), times
+
+    # The start page: pass docs rendered (no reST markup), the expansion's place said right,
+    # one card per sample with its own short title, the shared note once, the chosen card marked.
+    page.goto(stack.url + "/")
+    page.wait_for_selector(".sample")
+    descs = page.locator(".sample .sample-desc").all_inner_texts()
+    assert len(descs) >= 9 and len(set(descs)) == len(descs), descs
+    assert page.locator(".gallery-note").count() == 1
+    card = page.locator(".sample[data-sample=light_squeezenet]")
+    card.click()
+    page.wait_for_selector(".configure:not([hidden]) .compile")
+    assert card.get_attribute("aria-pressed") == "true"
+    assert page.locator(".sample[aria-pressed=true]").count() == 1
+    assert card.locator(".sample-note").inner_text() == "on this server"
+    assert "shown above" not in page.inner_text(".pipeline-note")
+    page.click(".pass-docs > summary")
+    docs = page.inner_text(".pass-docs")
+    assert "``" not in docs and ":class:" not in docs, docs[:300]
+    page.locator(".pass-docs .pass-doc").first.locator("summary").click()
+    assert page.locator(".pass-docs .pass-doc[open] .rst p").count() >= 1
+    shot(page, "depth-03-start")
+
+    # The compare page opens at its top, not at the start page's scroll position.
+    page.goto(stack.url + "/")
+    page.wait_for_selector(".recent:not([hidden]) tbody tr")
+    for cid in (a["id"], b["id"]):
+        page.check(f"input[aria-label='select {cid} to compare']")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    assert page.evaluate("window.scrollY") > 0
+    page.click(".compare-selected")
+    page.wait_for_url(re.compile(r"/compare/"))
+    assert page.evaluate("window.scrollY") == 0
+    shot(page, "depth-04-compare")
+
+    # An unknown path is the app's own page, status 404.
+    response = page.goto(stack.url + "/no/such/page")
+    assert response.status == 404
+    page.wait_for_selector(".empty")
+    assert "No page at /no/such/page" in page.inner_text("#app")
+    assert page.locator("#app a", has_text="start page").count() == 1
+    shot(page, "depth-05-404")
+
+
+QUEUE_LOST = """
+from explorer.compilations.models import Compilation, UploadedModel
+from explorer.compilations.services.events import append_failure
+c = Compilation.objects.create(model=UploadedModel.objects.get(sha256="{sha}"), target="host", pipeline="",
+                               compiler_version="test", cache_key="queue-lost")
+append_failure(c.id, reason="queue_lost", stage="queue", message="its task message was lost 3 times")
+print(c.id)
+"""
+
+
+def test_a_queue_failure_reads_as_one(stack, page, tmp_path):
+    """A compilation whose job was lost from the queue (the service's own `queue_lost` event, as
+    `services.queue` writes it): no compiler stage red, no "No the model" sentence."""
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    cid = subprocess.run([sys.executable, "manage.py", "shell", "-c", QUEUE_LOST.format(sha=model["id"])],
+                         cwd=REPO, env=stack.env, check=True, capture_output=True, text=True, timeout=120).stdout.split()[-1]
+    page.goto(f"{stack.url}/c/{cid}")
+    page.wait_for_selector(".failure:not([hidden])")
+    assert page.inner_text(".failure h2") == "Compilation failed in the queue before the compiler started"
+    assert "lost from the queue" in page.inner_text(".failure")
+    statuses = page.evaluate("() => [...document.querySelectorAll('.progress .stage')].map(s => s.dataset.status)")
+    assert statuses == ["unreached"] * 6, statuses
+    summary = page.inner_text(".summary")
+    assert "No the" not in summary and "before the compiler read the model" in summary, summary
+    shot(page, "depth-06-queue-failure")
