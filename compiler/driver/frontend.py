@@ -15,6 +15,7 @@ from onnx import ModelProto
 
 from ..frontend import import_model, specialize
 from ..frontend.bounded import BOUNDED_OPS, bound_outputs
+from ..frontend.bounded_flow import bound_flow
 from ..ir import Graph
 from ..ops.narrow import DOMAIN
 from ..passes import PassContext
@@ -38,17 +39,37 @@ def bound_model(proto: ModelProto, graph: Graph) -> tuple[ModelProto, list[tuple
     A NonZero, Compress, Unique or NonMaxSuppression whose results are graph outputs read by no other
     node becomes its result padded to an upper bound plus an int64 count output (appended after the
     graph outputs); ``graph`` is ``proto`` imported and specialized, read for the shapes and dtypes of
-    its values. Returns ``(model, trims)`` as :func:`compiler.frontend.bounded.bound_outputs` (the
+    its values. When such a result is read by further nodes, the padding is carried through them
+    (``compiler.frontend.bounded_flow``), and the graph outputs still padded are trimmed alike (a
+    result whose shape inference found static, its input being known, is left to constant folding).
+    Returns ``(model, trims)`` as :func:`compiler.frontend.bounded.bound_outputs` (the
     model unchanged and ``[]`` when no node applies); the runtime cuts each output to its count with
-    :func:`compiler.frontend.bounded.trim_outputs`. Any other use of these ops is left as it is (and
-    fails in lowering with a CompileError naming the node, unless its input folds to a constant).
+    :func:`compiler.frontend.bounded.trim_outputs`. Raises CompileError(stage="shape") naming a node
+    that reads a padded result in a way that cannot be kept exact.
     """
     outs = {o.name for o in proto.graph.output}
-    if not any(n.op_type in BOUNDED_OPS and any(o in outs for o in n.output) for n in proto.graph.node):
+    bounded = [n for n in proto.graph.node if n.op_type in BOUNDED_OPS]
+    read = {i for n in proto.graph.node for i in n.input}
+    if not any(o in outs or o in read for n in bounded for o in n.output):
         return proto, []
+    shapes, dtypes = static_types(graph)
+    if any(o in read and o not in shapes for n in bounded for o in n.output):  # data-dependent results read further
+        return bound_flow(proto, shapes, dtypes, _typed)
+    return bound_outputs(proto, shapes, dtypes)
+
+
+def static_types(graph: Graph) -> tuple[dict[str, list[int]], dict[str, Any]]:
+    """``({value: static shape}, {value: numpy dtype})`` of ``graph``'s statically typed values."""
     typed = [v for v in graph.values() if v.type is not None and v.type.is_static]
-    shapes = {v.name: [int(d) for d in v.type.shape] for v in typed}  # type: ignore[union-attr]
-    return bound_outputs(proto, shapes, {v.name: v.type.dtype for v in typed})  # type: ignore[union-attr]
+    return ({v.name: [int(d) for d in v.type.shape] for v in typed},  # type: ignore[union-attr]
+            {v.name: v.type.dtype for v in typed})  # type: ignore[union-attr]
+
+
+def _typed(proto: ModelProto) -> dict[str, tuple[list[int], Any]]:
+    graph = import_model(proto)
+    specialize(graph, None)  # the inputs' shapes are bound in the model (compiler.driver.prepare)
+    shapes, dtypes = static_types(graph)
+    return {k: (v, dtypes[k]) for k, v in shapes.items()}
 
 
 def specialize_graph(comp: Compilation) -> None:

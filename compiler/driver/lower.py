@@ -58,9 +58,9 @@ def check_data_dependent(graph: Graph) -> None:
             where = f"; here %{v.name} is read by {readers}" if readers else ""
             raise CompileError(
                 "lowering", f"{node.label} ({node.op_type}): the length of its output %{v.name} ({v.type}) depends on "
-                f"the data, so it has no static shape; Prism compiles {node.op_type} only when its results are graph "
-                f"outputs read by no other node (padded to their bound plus a count, then trimmed: "
-                f"compiler.frontend.bounded){where}", node=node.label, op=node.op_type)
+                f"the data, so it has no static shape; Prism compiles {node.op_type} in its bounded form (padded to a "
+                f"bound plus a count, carried through the nodes that read it: compiler.frontend.bounded, "
+                f"bounded_flow) only when its inputs have static shapes and the opset is 11 or later{where}", node=node.label, op=node.op_type)
 
 
 def check_compute_types(graph: Graph) -> None:

@@ -165,6 +165,27 @@ def _unique(b: _B, node: NodeProto, shape: list[int], count: str) -> list[tuple[
     return [(k, axis if k == 0 and axis is not None else 0) for k in (0, 1, 3) if outs[k]]
 
 
+def rewrite_bounded(b: _B, n: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype],
+                    count: str) -> list[tuple[int, int]]:
+    """Append to ``b`` the bounded form of ``n`` (one of :data:`BOUNDED_OPS`, its inputs statically
+    shaped in ``shapes``): its outputs padded to their bound, and the int64 scalar ``count`` of valid
+    entries. Returns ``[(output position, axis along which that output is valid up to count)]``."""
+    if n.op_type == "NonZero":
+        _nonzero(b, n, shapes[n.input[0]], count)
+        return [(0, 1)]
+    if n.op_type == "Compress":
+        axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.dtype(np.float32)),
+                         count)
+        return [(0, axis)]
+    if n.op_type == "Unique":
+        return _unique(b, n, shapes[n.input[0]], count)
+    bounded = NodeProto()  # NonMaxSuppression: the same node, given its count output (compiler.ops.detection)
+    bounded.CopyFrom(n)
+    bounded.output.append(count)
+    b.nodes.append(bounded)
+    return [(0, 0)]
+
+
 def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype]
                   ) -> tuple[ModelProto, list[tuple[int, str, int]]]:
     """Rewrite NonZero, Compress, Unique and NonMaxSuppression nodes whose outputs are graph outputs
@@ -198,21 +219,7 @@ def bound_outputs(model: ModelProto, shapes: dict[str, list[int]], dtypes: dict[
             continue
         b = _B(f"{n.name or n.op_type}_bounded", opset)
         count = f"{n.output[0]}__count"
-        if n.op_type == "NonZero":
-            _nonzero(b, n, shapes[n.input[0]], count)
-            trimmed = [(0, 1)]
-        elif n.op_type == "Compress":
-            axis = _compress(b, n, shapes[n.input[0]], shapes[n.input[1]][0], dtypes.get(n.input[0], np.dtype(np.float32)),
-                             count)
-            trimmed = [(0, axis)]
-        elif n.op_type == "Unique":
-            trimmed = _unique(b, n, shapes[n.input[0]], count)
-        else:  # NonMaxSuppression: the same node, given its count output (compiler.ops.detection)
-            bounded = NodeProto()
-            bounded.CopyFrom(n)
-            bounded.output.append(count)
-            b.nodes.append(bounded)
-            trimmed = [(0, 0)]
+        trimmed = rewrite_bounded(b, n, shapes, dtypes, count)
         nodes.extend(b.nodes)
         out.graph.initializer.extend(b.inits)
         out.graph.output.append(helper.make_tensor_value_info(count, onnx.TensorProto.INT64, []))

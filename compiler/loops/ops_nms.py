@@ -99,8 +99,8 @@ def lower_non_max_suppression(ctx: Any, node: Any, ins: list[Tensor | None], out
     if len(outs) != 2 or outs[0] is None or outs[1] is None:
         raise CompileError("lowering", f"{node.label} (NonMaxSuppression): the number of selected boxes depends "
                            "on the data, so its output has no static shape; Prism compiles NonMaxSuppression only in "
-                           "its bounded form, which compiler.compile() and the ONNX backend make when the output is a "
-                           "graph output read by no other node (padded to its bound, then trimmed: compiler.frontend.bounded)",
+                           "its bounded form, which compiler.compile() and the ONNX backend make when boxes and scores have "
+                           "static shapes (padded to its bound plus a count: compiler.frontend.bounded, bounded_flow)",
                            node=node.label, op=node.op_type)
     boxes, scores = ins[0], ins[1]
     assert boxes is not None and scores is not None

@@ -119,3 +119,16 @@ def test_planted_crash_through_compile_is_compile_failed(monkeypatch: pytest.Mon
     monkeypatch.setattr(build, "lower_graph", real)
     again = compiler.compile(proto, target="host", pipeline="O2", benchmark=False)
     assert again.ok and again.of_type("model.verified")[0]["passed"]
+
+
+def test_compare_treats_matching_nan_and_infinities_as_equal() -> None:
+    """Issue 13: NaN where the reference has NaN and the same infinity pass (numpy's equal_nan, as
+    onnx's backend runner compares); a NaN for a number, a number for NaN or the other infinity fail."""
+    from compiler.runtime.child import _compare
+
+    ref = np.array([1.0, np.nan, np.inf, -np.inf], np.float32)
+    ok = _compare(ref.copy(), ref, 1e-3, 1e-4)
+    assert ok["passed"] and ok["max_abs_error"] == 0.0 and ok["scale"] == 1.0
+    for bad in ([np.nan, np.nan, np.inf, -np.inf], [1.0, 0.0, np.inf, -np.inf], [1.0, np.nan, -np.inf, -np.inf],
+                [1.0, np.nan, np.inf, np.nan]):
+        assert not _compare(np.array(bad, np.float32), ref, 1e-3, 1e-4)["passed"], bad
