@@ -71,6 +71,7 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
     inputs = bound.inputs
     result: dict = {"kernels": [], "outputs": {}}
     ort_outs = None
+    ort_int: dict[str, np.ndarray] = {}
     sess = None
     storage = man.get("storage") or {"inputs": {}, "outputs": {}}
     ort_feed = _storage_feed(inputs, list(inputs), man.get("ort_feeds", {}), storage["inputs"])
@@ -89,6 +90,8 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # onnxruntime's errors have no common public base class
             sess, ort_outs = None, None
             result["ort_error"] = _ort_problem(exc, storage)
+        if man.get("ort_no_opt") and man["verify"] and ort_outs is not None:
+            ort_int = _ort_integer_outputs(ort, d / "model.onnx", man["ort_outputs"], ort_feed)
     if man["verify"] and ort_outs is not None:
         from compiler.frontend.bounded import trim_outputs
 
@@ -104,7 +107,7 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
                 got = encode(got, elem)
             result["outputs"][name] = _compare(got, ort_outs[theirs], rtol, atol, man.get("steps", {}).get(name, 0.0))
             if man.get("ort_no_opt"):  # a QDQ reference: rounding ties may flip a step and propagate
-                _quantized_verdict(result["outputs"][name], got, ort_outs[theirs])
+                _quantized_verdict(result["outputs"][name], got, ort_outs[theirs], ort_int.get(theirs))
             if elem is not None:
                 result["outputs"][name]["storage"] = type_name(elem)
     if man["benchmark"]:
@@ -186,22 +189,47 @@ def _ort_problem(exc: BaseException, storage: dict[str, dict[str, int]]) -> str:
 
 
 QUANTIZED_MIN_SQNR_DB = 40.0
+ORT_INTEGER_MARGIN_DB = 6.02  # 20 log10(2): Prism's disagreement at most twice ONNX Runtime's own
 
 
-def _quantized_verdict(out: dict, p: np.ndarray, o: np.ndarray) -> None:
+def _ort_integer_outputs(ort: Any, path: Path, names: list[str], feed: dict[str, Any]) -> dict[str, np.ndarray]:
+    """ONNX Runtime's fully optimized run of a QDQ model (its fused integer kernels: QLinearConv,
+    QLinearAdd, ...), by output name; ``{}`` where it cannot run it."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    try:
+        s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        return dict(zip(names, s.run(names, feed), strict=True))
+    except Exception:  # onnxruntime's errors have no common public base class; the bound is then 40 dB
+        return {}
+
+
+def _sqnr_db(p: np.ndarray, o: np.ndarray) -> float:
+    noise, signal = float(np.linalg.norm(p - o)), float(np.linalg.norm(o))
+    return 999.0 if noise == 0 else (-999.0 if signal == 0 else 20.0 * float(np.log10(signal / noise)))
+
+
+def _quantized_verdict(out: dict, p: np.ndarray, o: np.ndarray, ort_int: np.ndarray | None = None) -> None:
     """For a quantized model compared with ONNX Runtime running its QDQ form (float accumulation, then
     rounding): a value near a .5 boundary may round to the other integer there, and a one-step change
     propagates through later layers. The output then also passes when Prism's SQNR against the reference,
-    ``20 log10(||o|| / ||p - o||)``, is at least 40 dB (the disagreement 1% of the signal, well below int8
-    quantization noise, typically 20-40 dB against FP32); ``sqnr_db`` reports it."""
+    ``20 log10(||o|| / ||p - o||)`` (``sqnr_db``), is at least 40 dB (the disagreement 1% of the signal,
+    well below int8 quantization noise, typically 20-40 dB against FP32), or at most 6 dB below the SQNR of
+    ONNX Runtime's own integer kernels (``ort_int``: the same model fully optimized) against that reference
+    (``ort_integer_sqnr_db``): in a deep network (ResNet-50) the two ONNX Runtime runs themselves agree only
+    to 25-30 dB, so no integer implementation can reach 40 dB there."""
     o64, p64 = np.asarray(o, np.float64).ravel(), np.asarray(p, np.float64).ravel()
     if o64.shape != p64.shape:
         return
-    noise, signal = float(np.linalg.norm(p64 - o64)), float(np.linalg.norm(o64))
-    db = 999.0 if noise == 0 else (-999.0 if signal == 0 else 20.0 * float(np.log10(signal / noise)))
+    db = _sqnr_db(p64, o64)
     out["sqnr_db"] = round(db, 3)
-    out["min_sqnr_db"] = QUANTIZED_MIN_SQNR_DB
-    if not out["passed"] and db >= QUANTIZED_MIN_SQNR_DB and bool(np.all(np.isfinite(p64) == np.isfinite(o64))):
+    bound = QUANTIZED_MIN_SQNR_DB
+    if ort_int is not None and np.asarray(ort_int).size == o64.size:
+        ort_db = _sqnr_db(np.asarray(ort_int, np.float64).ravel(), o64)
+        out["ort_integer_sqnr_db"] = round(ort_db, 3)
+        bound = min(bound, ort_db - ORT_INTEGER_MARGIN_DB)
+    out["min_sqnr_db"] = round(bound, 3)
+    if not out["passed"] and db >= bound and bool(np.all(np.isfinite(p64) == np.isfinite(o64))):
         out["passed"] = True
         out["passed_by"] = "sqnr"
 

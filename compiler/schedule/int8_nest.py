@@ -78,12 +78,17 @@ def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[
 
 def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_word: Callable[[Expr, Expr, Expr], Expr],
                b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
-               fn: str) -> Stmt:
-    """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``."""
+               fn: str, a_unsigned: bool = False) -> Stmt:
+    """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``.
+
+    ``dpbusd``'s first operand is the unsigned one (``vpdpbusd``: u8 of src1 times s8 of src2): the
+    activation words. ``a_unsigned`` says that the broadcast ``a_word`` holds them (Gemm/MatMul: A is the
+    activation, the packed B the weights), else the vector ``b_word`` does (Conv: the im2col panel)."""
     vmo, vnt, vk, vmi, vni = (Var(x) for x in ("mo", "nt", "kq", "mi", "ni"))
     acc = Buffer("acc", "i32", (acc_rows, nr), "local")
     init = For(vmi, acc_rows, For(vni, nr, Store(acc, (vmi, vni), Int(0, "i32")), "vectorized"), "unrolled")
-    upd = Store(acc, (vmi, vni), call(fn, Load(acc, (vmi, vni)), b_word(vk, vnt, vni), a_word(vmo, vk, vmi)))
+    ops = (a_word(vmo, vk, vmi), b_word(vk, vnt, vni))
+    upd = Store(acc, (vmi, vni), call(fn, Load(acc, (vmi, vni)), *(ops if a_unsigned else ops[::-1])))
     kloop = For(vk, kg_n, For(vmi, acc_rows, For(vni, nr, upd, "vectorized"), "unrolled"))
     out = For(vmi, acc_rows, For(vni, nr, store(vmo, vnt, vmi, vni), "vectorized"), "unrolled")
     return For(vmo, m_tiles, For(vnt, n_tiles, Allocate(acc, Seq([init, kloop, out]))))
@@ -137,7 +142,7 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
                                   "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x "
                                   f"<{width} x i32>", "compute_at(epilogue, ni)  # requantize before the store"]
     return gemm_tiles(mr, nr, m_n // mr, tiles, kg_n, a_word, lambda kg, nt, ni: Load(bbuf, (nt, kg, ni)),
-                      store, "dpbusd" if group == 4 else "dpwssd")
+                      store, "dpbusd" if group == 4 else "dpwssd", a_unsigned=True)
 
 
 def _lanes(extent: int, width: int) -> int | None:
