@@ -26,7 +26,11 @@ have the anchor's output shape: a broadcast that grows the result (MatMul ``[3,1
 Deviations from TVM, on purpose: an elementwise producer is never fused *into* an anchor (as a
 prologue; view ops into a MatMul are an index remap, not a computation, and are the exception) nor into an anchor's group from the side: the back end's Conv/MatMul micro-kernels read
 their operands from packed memory and apply the epilogue to the accumulators, so a prologue
-would be recomputed once per use (K·kh·kw times). Each group has at most one anchor. Groups are
+would be recomputed once per use (K·kh·kw times). The one exception (phase 1): a lone ``Mul`` by a
+per-channel scale ``[N|1, C, 1, 1]`` (a squeeze-excitation block's excitation) read only by a 1x1,
+stride-1, unpadded, group-1 Conv joins that Conv's group: the micro-kernel multiplies each input row by
+its channel's scale as it reads it (one multiply per B vector, for MR x NV FMAs), so the scaled
+activation is never written and read back. Each group has at most one anchor. Groups are
 limited to ``max-group-size`` nodes (default 32, well above ResNet-50's Conv+Add+Relu or
 YOLOv8n's Conv+Sigmoid+Mul, and small enough for a readable kernel).
 
@@ -41,6 +45,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+
+import numpy as np
 
 from ..ir import FusedGroup, Graph, Node, Value
 from ..ir.rewrite import group_nodes
@@ -63,6 +69,30 @@ from .fusion_graph import (
 OPERAND_VIEWS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Split", "Slice", "Identity"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
                "Selu", "PRelu", "Softplus", "Gelu", "Mish"}
+
+
+def _channel_scale_prologue(f: FNode, fnodes: list[FNode], groups: Groups, root: int, sink: int,
+                            sink_root: int) -> bool:
+    """True when ``f`` is a lone ``Mul(X, s)`` by a per-channel scale ``s: [N|1, C, 1, 1]`` (the
+    excitation of a squeeze-excitation block) read only by the 1x1, stride-1, unpadded, group-1 Conv
+    ``sink``, which anchors its own group."""
+    m, conv = f.node, fnodes[sink].node
+    if m.op_type != "Mul" or groups.size[root] != 1 or conv.op_type != "Conv" or groups.anchor[sink_root] != sink:
+        return False
+    y = m.outputs[0]
+    if conv.input(0) is not y or len(y.uses()) != 1 or (m.graph is not None and y in m.graph.outputs):
+        return False
+    if int(conv.attr("group", 1)) != 1 or list(conv.attr("strides", [1, 1])) != [1, 1] or \
+            any(int(p) for p in conv.attr("pads", [0, 0, 0, 0])) or conv.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return False
+    w, ins = conv.input(1), [v for v in m.inputs if v is not None]
+    if w is None or w.const is None or np.asarray(w.const).shape[2:] != (1, 1) or len(ins) != 2:
+        return False
+    shapes = [tuple(v.type.shape or ()) for v in ins if v.type is not None and v.type.is_static]
+    if len(shapes) != 2 or any(len(sh) != 4 for sh in shapes):
+        return False
+    x_s, s_s = sorted(shapes, key=lambda sh: sh[2:] == (1, 1))  # the scale last
+    return s_s[2:] == (1, 1) and x_s[2:] != (1, 1) and s_s[1] == x_s[1] and s_s[0] in (1, x_s[0])
 
 
 def op_name(node: Node) -> str:
@@ -160,6 +190,13 @@ class FuseOps(Pass):
             def fcond(kind: int, is_sink: bool) -> bool:
                 return kind <= BROADCAST
         elif gp <= BROADCAST:
+            if phase == 1 and _channel_scale_prologue(f, fnodes, groups, root, sink, sink_root):
+                groups.merge(f.index, sink)
+                remarks.append(self.remark(
+                    "applied", f"fused {f.node.label} (Mul by a per-channel scale) into {fnodes[sink].node.label} "
+                    "as its operand scale: the 1x1 Conv scales each input row as it reads it, so the scaled "
+                    "activation is never written", [f.node.label, fnodes[sink].node.label]))
+                return
             if not (dom.pattern <= INJECTIVE or dom.pattern == REDUCTION):
                 return
             if groups.anchor[sink_root] is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..loops.ir import (
     Allocate,
+    Bin,
     Buffer,
     Float,
     For,
@@ -98,4 +99,25 @@ def try_global_pool(node: Any, kernel: str, opset: int, target: Target) -> Lower
     return finish(lk, [nest], n_b * c_n * (hw + 1))
 
 
-__all__ = ["try_global_pool"]
+def channel_scale(t: Tensor) -> tuple[Buffer, Buffer] | None:
+    """``(X, s)`` when ``t`` reads ``X[n, c, h, w] * s[n|0, c, 0, 0]`` (the excitation's Mul that
+    ``fuse-ops`` fuses into a 1x1 Conv as its operand scale), else None."""
+    if t.rank != 4:
+        return None
+    vs = [Var(f"__q{i}") for i in range(4)]
+    e = t.fn(list(vs))
+    if not isinstance(e, Bin) or e.op != "*":
+        return None
+    def at(ld: Load, i: int, v: Var) -> bool:  # reads index v along axis i (a size-1 axis reads 0)
+        return ld.indices[i] == v or ld.buf.shape[i] == 1 and ld.indices[i] == Int(0)
+
+    for a, b in ((e.a, e.b), (e.b, e.a)):
+        if isinstance(a, Load) and len(a.indices) == 4 and all(at(a, i, v) for i, v in enumerate(vs)) \
+                and a.buf.scope != "local" and isinstance(b, Load) and len(b.indices) == 4 \
+                and b.buf.scope != "local" and b.indices[1:] == (vs[1], Int(0), Int(0)) \
+                and b.indices[0] in (vs[0], Int(0)) and b.buf.shape[1] == a.buf.shape[1]:
+            return a.buf, b.buf
+    return None
+
+
+__all__ = ["channel_scale", "try_global_pool"]

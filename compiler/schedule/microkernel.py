@@ -54,6 +54,7 @@ from ..loops.ops_elementwise import LowerCtx
 from ..loops.ops_nn import _geom, _window
 from ..loops.tensor import Tensor, broadcast_to
 from ..targets import Target
+from .conv_se import channel_scale, try_global_pool
 from .depthwise import direct_conv, prefers_direct
 from .gemm import (
     L2_BLOCK_BYTES,
@@ -76,7 +77,6 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
     """The micro-kernel version of a group whose anchor is Conv/Gemm/MatMul, the row kernel of a
     Softmax/LogSoftmax/LayerNormalization group (``compiler.schedule.rows``), or None if none fits."""
     from ..ir import FusedGroup
-    from .conv_se import try_global_pool
     from .rows import try_row_kernel
 
     rk = try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)
@@ -127,7 +127,9 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     x, w = ins[0], ins[1]
     if x is None or w is None or w.const is None or x.rank != 4:
         return None
-    xbuf = probe_buffer(x)
+    xbuf, scale = probe_buffer(x), None
+    if xbuf is None and channel_scale(x) is not None:
+        xbuf, scale = channel_scale(x)  # type: ignore[misc]
     if xbuf is None:
         return None
     nb_, c_n, h, wd = x.shape
@@ -145,6 +147,9 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     st, dil, pb, in_sp, out_sp = _geom(node, x, oshape, [kh, kw])
     k_n, n_n = cg * kh * kw, oh * ow
     width = target.vector_width_f32
+    direct = kh == kw == 1 and st == [1, 1] and pb == [0, 0] and h * wd == n_n
+    if scale is not None and (not direct or groups > 1):
+        return None
     if prefers_direct(groups, mg, k_n, pick_tile(co, width).mr):
         return direct_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb), width)
     t = pick_tile(mg, width)
@@ -156,7 +161,6 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     wp = wp.reshape(groups, tiles_m, mr, k_n).transpose(0, 1, 3, 2)
     wbuf = add_const(lk, "wpack", wp, f"{node.label}.W packed [G, Co/G/{mr}, K, {mr}]")
     vn, vg = Var("n"), Var("g")
-    direct = kh == kw == 1 and st == [1, 1] and pb == [0, 0] and h * wd == n_n
     sched = lk.func.attrs.setdefault("schedule", [])
     sched.append(f"pack(W: [{co}, {cg}, {kh}, {kw}] -> [{groups}, {tiles_m}, {k_n}, {mr}])  # at compile time")
     if groups > 1:
@@ -166,8 +170,12 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         bsrc = Buffer(xbuf.name, xbuf.dtype, (nb_, c_n, n_n), xbuf.scope)
 
         def b_at(k: Expr, tile: Expr, nv: Expr, lane: Expr, n_local: Expr, n: Expr) -> Expr:
-            return Load(bsrc, (vn, add(mul(vg, cg), k), n))
+            b = Load(bsrc, (vn, add(mul(vg, cg), k), n))
+            return b if scale is None else mul(b, Load(scale, (vn if scale.shape[0] > 1 else Int(0), k, Int(0), Int(0))))
         sched.append(f"view(X as [{c_n}, {n_n}])  # 1x1 stride 1: no im2col")
+        if scale is not None:
+            sched.append(f"prologue(B row k *= {scale.name}[k])  # the excitation's per-channel scale, applied as "
+                         "each row is read: the scaled activation is never stored")
     else:
         rows = max(1, min(oh, L2_BLOCK_BYTES // max(1, k_n * 4 * ow)))
         block_cols = rows * ow

@@ -1,7 +1,7 @@
 """The squeeze of squeeze-excitation (compiler.schedule.conv_se): GlobalAveragePool as vectorized row
 sums, against ONNX Runtime, for rows that are a multiple of the vector width, have a tail, are shorter
 than a vector or a single element, with batch > 1, with a fused producer (the default schedule), and inside a
-MobileNetV3-class SE block."""
+MobileNetV3-class SE block; the excitation's Mul fused into the project 1x1 Conv as its operand scale."""
 
 from __future__ import annotations
 
@@ -42,3 +42,31 @@ def test_mobilenet_v3_class_model_matches_onnxruntime() -> None:
     chk = check_model(mobilenet_block(64, blocks), rtol=1e-4)
     sched = chk.schedules()
     assert sched.count("depthwise Conv") == 3 and sched.count("contiguous floats") >= 3, sched
+    # both SE blocks' Mul is the project Conv's operand scale: no kernel of its own
+    assert sched.count("prologue(B row k *=") == 2, sched
+    assert not any(k.func.attrs["ops"] == ["Mul"] for k in chk.kernels)
+    assert sum("as its operand scale" in r["message"] for r in chk.remarks if r["pass"] == "fuse-ops") == 2
+
+
+def test_scale_that_varies_along_space_is_not_a_prologue() -> None:
+    """Mul by a [1, C, H, W] tensor before a 1x1 Conv stays a kernel of its own (it is no channel scale)."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Conv", ["m", "W"], ["y"])]
+    m = model(nodes, [tensor("x", [1, 8, 6, 6]), tensor("s", [1, 8, 6, 6])], ["y"],
+              {"W": rng.standard_normal((16, 8, 1, 1)).astype(np.float32)})
+    chk = check_model(m)
+    assert any(k.func.attrs["ops"] == ["Mul"] for k in chk.kernels)
+    assert "prologue(B row" not in chk.schedules()
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_excitation_scale_fused_into_the_project_conv(batch: int) -> None:
+    """Mul(x, s[N, C, 1, 1]) -> 1x1 Conv (+ bias, Relu): one micro-kernel that scales B's rows."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Mul", ["s", "x"], ["m"]), helper.make_node("Conv", ["m", "W", "B"], ["c"]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    m = model(nodes, [tensor("x", [batch, 24, 7, 9]), tensor("s", [batch, 24, 1, 1])], ["y"],
+              {"W": rng.standard_normal((20, 24, 1, 1)).astype(np.float32),
+               "B": rng.standard_normal(20).astype(np.float32)})
+    chk = check_model(m)
+    assert len(chk.kernels) == 1 and "prologue(B row k *=" in chk.schedules()
