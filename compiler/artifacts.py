@@ -1,0 +1,189 @@
+"""Downloadable artifacts of a compilation, rebuilt from what it emitted (its events) or, for the
+graph after a pass, by running the same request again up to that pass.
+
+- :func:`report_from_events`: the CLI's ``--json`` report (DESIGN.md "Command line") from the events;
+- :func:`model_after_pass`: the graph IR after pass ``index`` exported to ONNX (fused groups as model-local
+  functions, ``compiler.export``), checked by ``onnx.checker``;
+- :func:`module_object`: one ELF object for the target with every kernel, from the kernels' optimized
+  LLVM IR (``kernel.compiled``) linked into one LLVM module and emitted by the target's machine;
+- :func:`shared_object`: that object linked into a shared library by the host's C compiler driver
+  (``cc -shared``), only for a target this host runs;
+- :func:`kernel_sources_zip`: per kernel its loop IR, LLVM IR (as generated and optimized) and assembly.
+
+Errors: :class:`ArtifactUnavailable` (with the reason in words) when the compilation has no such
+artifact: a failed stage, a cross target, no kernels, no linker. No Django here (CONVENTIONS.md 1).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import onnx
+
+from .errors import CompileError
+from .result import CompileResult
+
+PAYLOAD_SKIP = ("seq", "type", "ts")
+
+
+class ArtifactUnavailable(Exception):
+    """The compilation has no such artifact; ``reason`` says why (shown to the user as is)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _payload(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in e.items() if k not in PAYLOAD_SKIP}
+
+
+def report_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``--json`` report of a compilation from its events (in seq order), as
+    :meth:`compiler.result.CompileResult.to_dict` gathers them for the CLI."""
+    started = next((e for e in events if e["type"] == "compile.started"), None)
+    finished = next((e for e in events if e["type"] == "compile.finished"), None)
+    failed = next((e for e in events if e["type"] == "compile.failed"), None)
+    result = CompileResult(
+        ok=finished is not None, error=_payload(failed) if failed else None, events=[dict(e) for e in events],
+        target=str(started.get("target", "")) if started else "", pipeline=str(started.get("pipeline", "")) if started else "",
+        model=started.get("model") if started else None,
+        stage_ms=dict(finished.get("stage_ms") or {}) if finished else {},
+        duration_ms=float(finished.get("duration_ms") or 0.0) if finished else 0.0)
+    return result.to_dict()
+
+
+def pipeline_passes(pipeline: str) -> list[str]:
+    """The pass entries of expanded pipeline text, each as printed (``fuse-ops{max-group-size=32}``)."""
+    from .passes.pipeline import parse_pipeline  # the pass registry: only when asked
+
+    return [spec.text() for spec in parse_pipeline(pipeline).passes]
+
+
+def truncate_pipeline(pipeline: str, count: int) -> str:
+    """The first ``count`` passes of ``pipeline`` (expanded text) as pipeline text."""
+    return ",".join(pipeline_passes(pipeline)[:count])
+
+
+def model_after_pass(model: Any, *, target: str, pipeline: str, index: int,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None,
+                     calibration_data: Any = None) -> onnx.ModelProto:
+    """The graph after pass ``index`` (0-based) of ``pipeline`` as an ONNX model that
+    ``onnx.checker.check_model`` accepts (fused groups as ``prism`` functions).
+
+    Runs the same request (model, target, input shapes, the pipeline truncated after that pass)
+    without a back end. Raises ArtifactUnavailable for an index outside the pipeline or a request
+    that fails before that pass ends."""
+    passes = pipeline_passes(pipeline)
+    if not 0 <= index < len(passes):
+        raise ArtifactUnavailable(f"the pipeline has {len(passes)} passes; there is no pass {index}")
+    from . import api
+    from .export import check_export
+
+    result = api.compile(model, target=target, pipeline=",".join(passes[: index + 1]), input_shapes=input_shapes,
+                         verify=False, benchmark=False, backend=False, calibration_data=calibration_data)
+    if result.error is not None or result.graph is None:
+        msg = (result.error or {}).get("message", "no graph")
+        raise ArtifactUnavailable(f"the compilation did not get past pass {index} ({passes[index]}): {msg}")
+    try:
+        return check_export(result.graph)
+    except onnx.checker.ValidationError as exc:
+        raise ArtifactUnavailable(f"the graph after pass {index} does not export to valid ONNX: {exc}") from None
+
+
+def _compiled(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    out, seen = [], set()
+    for e in events:
+        if e["type"] == "kernel.compiled" and e.get("llvm_ir_optimized"):
+            key = e.get("symbol") or e.get("kernel")
+            if key not in seen:  # kernels with the same code share one symbol
+                seen.add(key)
+                out.append(e)
+    return out
+
+
+def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
+    """One relocatable ELF object for ``target`` holding every distinct kernel of the compilation.
+
+    The kernels' optimized LLVM IR (``kernel.compiled`` ``llvm_ir_optimized``) is parsed, linked into
+    one module (``llvmlite.binding.ModuleRef.link_in``) and emitted by the target's machine
+    (``compiler.codegen.compile.target_machine``: the same triple, CPU, features, -O3 and PIC as the
+    kernels themselves). Raises ArtifactUnavailable when the compilation compiled no kernel."""
+    kernels = _compiled(events)
+    if not kernels:
+        raise ArtifactUnavailable("this compilation has no compiled kernels (it ended before codegen)")
+    from .codegen.compile import _llvm, target_machine  # llvmlite: only when asked
+    from .targets import get_target
+
+    llvm = _llvm()
+    t = get_target(target)
+    tm = target_machine(t)
+    module = None
+    for e in kernels:
+        part = llvm.parse_assembly(str(e["llvm_ir_optimized"]))
+        if module is None:
+            module = part
+        else:
+            module.link_in(part)
+    assert module is not None
+    module.triple = t.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    return bytes(tm.emit_object(module))
+
+
+def shared_object(obj: bytes, target: str) -> bytes:
+    """``obj`` (:func:`module_object`) linked into a shared library with ``cc -shared ... -lm``.
+
+    Only for a target this host runs (its code is loadable here, ``ctypes.CDLL``); raises
+    ArtifactUnavailable for a cross target or when no C compiler driver is installed."""
+    from .targets import get_target
+
+    t = get_target(target)
+    if not t.runnable:
+        raise ArtifactUnavailable(f"target {target} is a cross target ({t.triple}): its object file is offered, "
+                                  "but no shared object (this server has no linker for it)")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise ArtifactUnavailable("this server has no C compiler driver (cc) to link a shared object")
+    with tempfile.TemporaryDirectory(prefix="prism-so-") as tmp:
+        src, out = os.path.join(tmp, "module.o"), os.path.join(tmp, "module.so")
+        with open(src, "wb") as f:
+            f.write(obj)
+        proc = subprocess.run([cc, "-shared", "-o", out, src, "-lm"], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise CompileError("codegen", f"linking the shared object failed: {err}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+KERNEL_FILES = (("loop_ir", "kernel.lowered", "loop.txt"), ("llvm_ir", "kernel.compiled", "llvm.ll"),
+                ("llvm_ir_optimized", "kernel.compiled", "llvm.opt.ll"), ("asm", "kernel.compiled", "asm.s"))
+
+
+def kernel_sources_zip(events: Sequence[Mapping[str, Any]]) -> bytes:
+    """A zip with ``<kernel>/loop.txt``, ``llvm.ll``, ``llvm.opt.ll`` and ``asm.s`` per kernel (what its
+    ``kernel.lowered`` and ``kernel.compiled`` events hold). Raises ArtifactUnavailable when no
+    kernel was lowered."""
+    texts: dict[str, dict[str, str]] = {}
+    for e in events:
+        for field, etype, fname in KERNEL_FILES:
+            if e["type"] == etype and isinstance(e.get(field), str):
+                texts.setdefault(str(e["kernel"]), {})[fname] = e[field]
+    if not texts:
+        raise ArtifactUnavailable("this compilation has no kernels (it ended before lowering)")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for kernel, files in texts.items():
+            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in kernel)
+            for fname, text in files.items():
+                zf.writestr(f"{safe}/{fname}", text)
+    return buf.getvalue()

@@ -1,0 +1,197 @@
+"""Downloads (issue 15 item 6): GET /api/compilations/<id>/artifacts and each artifact, opened with
+its own tool's loader (json.load, onnx.load + onnx.checker and ONNX Runtime, ctypes.CDLL, an ELF
+reader, zipfile); a 404 with the reason for what a compilation lacks; each built once; visibility.
+
+Compilations run in process through the service the Celery task calls (`runs.run_compilation`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from explorer.compilations.models import Compilation
+from explorer.compilations.services import uploads
+from explorer.compilations.services.runs import run_compilation
+
+pytestmark = pytest.mark.timeout(600)
+ELF_MACHINE = {"host": 62, "aarch64": 183}  # e_machine: EM_X86_64, EM_AARCH64 (System V gABI)
+
+
+def _relu_sigmoid(path: Path) -> Path:
+    """Relu then Sigmoid on x[1, 8]: one elementwise kernel `(in0, out0)`."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="first_relu"),
+             helper.make_node("Sigmoid", ["r"], ["y"], name="sig")]
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _if_model(path: Path) -> Path:
+    """Valid ONNX with an `If` whose condition is computed from the input: refused at import (an If
+    decided at run time is not compiled)."""
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8])  # noqa: E731
+    then_g = helper.make_graph([helper.make_node("Relu", ["r"], ["t"], name="then_relu")], "then", [], [vi("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"], name="else_neg")], "else", [], [vi("e")])
+    zero = onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
+             helper.make_node("ReduceSum", ["r"], ["s"], name="sum_0", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+             helper.make_node("If", ["c"], ["y"], name="late_failure", then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "fails", [vi("x")], [vi("y")], initializer=[zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _compiled(path: Path, *, target: str = "host", pipeline: str = "O2", owner=None,
+              visibility: str = "unlisted") -> Compilation:
+    data = path.read_bytes()
+    model, _ = uploads.register_upload([data], name=path.name, size=len(data), owner=owner, visibility=visibility)
+    comp = Compilation.objects.create(model=model, target=target, pipeline=pipeline, compiler_version="t",
+                                      cache_key=f"artifacts-{target}-{path.name}", owner=owner, visibility=visibility,
+                                      options={"verify": False, "benchmark": False})
+    run_compilation(comp.id)
+    comp.refresh_from_db()
+    return comp
+
+
+@pytest.fixture
+def var_dir(settings, tmp_path):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.VAR_DIR
+
+
+def _get(client, comp, name):
+    return client.get(f"/api/compilations/{comp.id}/artifacts/{name}")
+
+
+@pytest.mark.django_db
+def test_every_listed_artifact_opens_with_its_own_loader(client, var_dir, tmp_path):
+    comp = _compiled(_relu_sigmoid(tmp_path / "relu-sigmoid.onnx"))
+    assert comp.status == "succeeded", comp.error
+    listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
+    names = {a["name"]: a for a in listing["artifacts"]}
+    assert {"report.json", "kernels.zip", "module.o", "module.so"} <= set(names) and listing["missing"] == {}
+    passes = [n for n in names if n.startswith("pass-")]
+    assert len(passes) == len(comp.pipeline.split(",")) or len(passes) > 5
+
+    r = _get(client, comp, "report.json")
+    assert r["Content-Disposition"] == f'attachment; filename="{comp.id}-report.json"'
+    report = json.load(io.BytesIO(r.content))
+    assert report["version"] == 1 and report["error"] is None and report["target"] == "host"
+    assert [p["name"] for p in report["passes"]] == [n.split("-", 2)[2][:-5] for n in sorted(passes, key=lambda n: int(n.split("-")[1]))]
+    (kernel,) = report["kernels"]
+
+    x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
+    expected = ReferenceEvaluator(onnx.load(tmp_path / "relu-sigmoid.onnx")).run(None, {"x": x})[0]
+    last = max(passes, key=lambda n: int(n.split("-")[1]))
+    m = onnx.load_from_string(_get(client, comp, last).content)
+    onnx.checker.check_model(m, full_check=True)
+    assert [f.name for f in m.functions] == [kernel["kernel"]]  # the fused group as a function
+    got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+    so = tmp_path / "module.so"
+    so.write_bytes(_get(client, comp, "module.so").content)
+    lib = ctypes.CDLL(str(so))
+    fn = getattr(lib, kernel["symbol"])
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+    out = np.zeros_like(x)
+    fn(x.ctypes.data, out.ctypes.data)  # def fused_...(in0, out0): the kernel's loop IR signature
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)
+
+    obj = _get(client, comp, "module.o").content
+    assert obj[:4] == b"\x7fELF" and int.from_bytes(obj[18:20], "little") == ELF_MACHINE["host"]
+    assert int.from_bytes(obj[16:18], "little") == 1  # ET_REL: a relocatable object file
+    assert kernel["symbol"].encode() in obj
+
+    zf = zipfile.ZipFile(io.BytesIO(_get(client, comp, "kernels.zip").content))
+    k = kernel["kernel"]
+    assert sorted(zf.namelist()) == sorted(f"{k}/{f}" for f in ("loop.txt", "llvm.ll", "llvm.opt.ll", "asm.s"))
+    assert zf.read(f"{k}/asm.s").decode() == kernel["asm"]
+
+
+@pytest.mark.django_db
+def test_what_a_compilation_lacks_is_a_404_with_the_reason(client, var_dir, tmp_path):
+    failed = _compiled(_if_model(tmp_path / "fails.onnx"))
+    assert failed.status == "failed" and failed.error["stage"] == "import"
+    listing = client.get(f"/api/compilations/{failed.id}/artifacts").json()
+    assert "import" in listing["missing"]["module.o"] and "module.so" in listing["missing"]
+    assert [a["name"] for a in listing["artifacts"]] == ["report.json"]  # no pass ran
+    r = _get(client, failed, "module.o")
+    assert r.status_code == 404 and "failed during import" in r.json()["error"] and r.json()["artifact"] == "module.o"
+    assert _get(client, failed, "pass-0-fold-qdq.onnx").status_code == 404
+    assert _get(client, failed, "no-such-thing.bin").json()["error"] == "this compilation has no artifact 'no-such-thing.bin'"
+    assert _get(client, failed, "report.json").json()["error"]["node"] == "late_failure"  # the report is there
+
+    cross = _compiled(_relu_sigmoid(tmp_path / "cross.onnx"), target="aarch64")
+    assert cross.status == "succeeded", cross.error
+    r = _get(client, cross, "module.so")
+    assert r.status_code == 404 and "cross target" in r.json()["error"]
+    obj = _get(client, cross, "module.o").content
+    assert obj[:4] == b"\x7fELF" and int.from_bytes(obj[18:20], "little") == ELF_MACHINE["aarch64"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_artifact_is_built_once_however_many_ask(var_dir, tmp_path, monkeypatch):
+    comp = _compiled(_relu_sigmoid(tmp_path / "once.onnx"))
+    from compiler import artifacts as compiler_artifacts
+
+    calls: list[int] = []
+    real = compiler_artifacts.model_after_pass
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["index"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiler_artifacts, "model_after_pass", counted)
+    results: list[bytes] = []
+
+    def fetch():
+        results.append(Client().get(f"/api/compilations/{comp.id}/artifacts/pass-0-fold-qdq.onnx").content)
+
+    threads = [threading.Thread(target=fetch) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fetch()
+    assert calls == [0] and len(results) == 4 and len(set(results)) == 1
+    onnx.checker.check_model(onnx.load_from_string(results[0]))
+
+
+@pytest.mark.django_db
+def test_a_private_compilations_artifacts_are_404_for_others(var_dir, tmp_path):
+    users = {n: get_user_model().objects.create_user(n, password=f"{n}-pw-123") for n in ("owner", "outsider")}
+    comp = _compiled(_relu_sigmoid(tmp_path / "private.onnx"), owner=users["owner"], visibility="private")
+    clients = {"anonymous": Client()}
+    for name, user in users.items():
+        clients[name] = Client()
+        clients[name].force_login(user)
+    paths = [f"/api/compilations/{comp.id}/artifacts", f"/api/compilations/{comp.id}/artifacts/report.json",
+             f"/api/compilations/{comp.id}/artifacts/module.so"]
+    got = {who: [clients[who].get(p).status_code for p in paths] for who in ("outsider", "anonymous")}
+    assert got == {"outsider": [404] * 3, "anonymous": [404] * 3}
+    assert clients["outsider"].get(paths[1]).json()["error"] == f"no compilation with id {comp.id}"  # as unknown
+    assert not (Path(var_dir) / "artifacts" / comp.id).exists()  # nothing was built for them
+    assert [clients["owner"].get(p).status_code for p in paths] == [200, 200, 200]
+
