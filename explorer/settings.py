@@ -35,7 +35,16 @@ Environment:
     PRISM_REQUIRE_SIGN_IN        0 (default): anonymous users may upload and compile; 1: sign-in required
     PRISM_LOGIN_RATE             sign-in and token requests per client address, default 10/min
     PRISM_COMMENT_MAX_BYTES      largest comment or review body (UTF-8 bytes), default 65536 (64 KiB)
-    DJANGO_SECRET_KEY, DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
+    PRISM_UPLOAD_RATE, PRISM_COMPILE_RATE  uploads / compilation requests per client (user, else address),
+                                 default 30/min each; over it: 429 with Retry-After
+    PRISM_NUM_PROXIES            reverse proxies in front whose X-Forwarded-For is trusted, default 0
+    PRISM_TRUSTED_ORIGINS        other origins whose pages may send state-changing requests (comma
+                                 separated, e.g. https://prism.example.com); default none
+    PRISM_CSP                    the Content-Security-Policy of HTML pages (default: own scripts only)
+    PRISM_RETENTION_DAYS         `manage.py prune` deletes compilations (and models no longer used)
+                                 older than this many days, default 0: keep everything
+    DJANGO_SECRET_KEY            required, unless var/secret_key exists (`make run` generates it)
+    DJANGO_DEBUG (0/1), DJANGO_ALLOWED_HOSTS (comma separated)
 """
 
 import hashlib
@@ -61,7 +70,22 @@ def _env_float(name: str, default: float) -> float:
     return float(value) if value.strip() else default
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "prism-dev-only-insecure-key-change-me-in-production")
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, else the key `make run` keeps in var/secret_key; never a built-in one."""
+    key = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+    if not key and (VAR_DIR / "secret_key").is_file():
+        key = (VAR_DIR / "secret_key").read_text().strip()
+    if not key:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"DJANGO_SECRET_KEY is not set and {VAR_DIR / 'secret_key'} does not exist: set it (50 random "
+            "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'), or start Prism "
+            "with `make run`, which generates one and keeps it in var/secret_key")
+    return key
+
+
+SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [
     h.strip()
@@ -89,6 +113,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "explorer.web.security.CrossOriginProtection",  # before anything reads the body
+    "explorer.web.security.ContentSecurityPolicy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -233,6 +259,19 @@ PRISM_REQUIRE_SIGN_IN = os.environ.get("PRISM_REQUIRE_SIGN_IN", "0") == "1"
 PRISM_LOGIN_RATE = os.environ.get("PRISM_LOGIN_RATE", "10/min")
 PRISM_COMMENT_MAX_BYTES = _env_int("PRISM_COMMENT_MAX_BYTES", 64 * 1024)
 
+# Cross-site requests and floods (explorer/web/security.py)
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("PRISM_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+PRISM_UPLOAD_RATE = os.environ.get("PRISM_UPLOAD_RATE", "").strip() or "30/min"
+PRISM_COMPILE_RATE = os.environ.get("PRISM_COMPILE_RATE", "").strip() or "30/min"
+PRISM_RETENTION_DAYS = _env_int("PRISM_RETENTION_DAYS", 0)
+# The built app loads only its own scripts and styles (CodeMirror adds <style> elements: 'unsafe-inline'
+# for styles only), talks to this server over HTTP and WebSocket ({host}: the request's host, as
+# browsers that predate CSP 3 do not count ws: URLs as 'self'), and is framed by nobody.
+PRISM_CSP = os.environ.get("PRISM_CSP", "").strip() or (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self' ws://{host} wss://{host}; worker-src 'self' blob:; object-src 'none'; "
+    "base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
+
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
@@ -247,6 +286,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_THROTTLE_RATES": {"login": PRISM_LOGIN_RATE},
+    "NUM_PROXIES": _env_int("PRISM_NUM_PROXIES", 0),  # clients are told apart by address, not X-Forwarded-For
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "explorer.compilations.api.errors.exception_handler",
 }

@@ -10,6 +10,12 @@ PORT="${PORT:-8000}"
 HOST="${HOST:-127.0.0.1}"
 ensure_venv requirements.txt
 build_frontend
+SECRET_FILE="${PRISM_VAR_DIR:-var}/secret_key"
+if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ ! -s "$SECRET_FILE" ]; then
+  say "generating a secret key (kept in $SECRET_FILE)"
+  mkdir -p "$(dirname "$SECRET_FILE")"
+  (umask 077; "$PY" -c 'import secrets; print(secrets.token_urlsafe(50))' > "$SECRET_FILE")
+fi
 say "migrating the database"
 "$PY" manage.py migrate --noinput -v 0
 ensure_redis

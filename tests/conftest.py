@@ -11,6 +11,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "explorer.settings")
 os.environ["REDIS_URL"] = os.environ.get("PRISM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ["PRISM_STACK"] = f"prism-test-{os.getpid()}"  # Redis keys, queues, channel groups
 os.environ["PRISM_COMPILE_QUEUE"] = f"prism.test.{os.getpid()}"
+os.environ.setdefault("DJANGO_SECRET_KEY", f"prism-tests-only-{os.urandom(16).hex()}")  # required: no fallback
+# the tests' clients send bursts of uploads and compilations; test_explorer_security tests the limits
+os.environ.setdefault("PRISM_UPLOAD_RATE", "100000/min")
+os.environ.setdefault("PRISM_COMPILE_RATE", "100000/min")
 os.environ.pop("DATABASE_URL", None)  # in-process tests use pytest-django's own test database
 _var = tempfile.mkdtemp(prefix="prism-test-var-")
 os.environ["PRISM_VAR_DIR"] = _var

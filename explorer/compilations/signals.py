@@ -12,6 +12,7 @@ main process never opens the database.
 import logging
 import resource
 import threading
+import time
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from django.conf import settings
@@ -21,6 +22,19 @@ from compiler.runtime.process import remove_stale_run_dirs
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
+_last_prune = [0.0]
+PRUNE_EVERY_S = 3600.0
+
+
+def _retention_due() -> None:
+    """Once an hour per pool process, when `PRISM_RETENTION_DAYS` > 0: `services.retention.prune`."""
+    days = int(settings.PRISM_RETENTION_DAYS)
+    if days > 0 and time.monotonic() - _last_prune[0] >= PRUNE_EVERY_S:
+        # models are imported once the apps are ready (this module loads in AppConfig.ready)
+        from explorer.compilations.services.retention import prune
+
+        _last_prune[0] = time.monotonic()
+        prune(days)
 
 
 def _reap_forever() -> None:
@@ -33,6 +47,7 @@ def _reap_forever() -> None:
                 log.warning("reaped compilations left running by lost workers: %s", ", ".join(reaped))
             for folder in remove_stale_run_dirs():
                 log.warning("removed the run folder %s of a killed process", folder)
+            _retention_due()
         except Exception:  # noqa: BLE001 - keep reaping; the next round may succeed
             log.exception("reaping stale compilations failed")
         finally:

@@ -23,11 +23,12 @@ from explorer.compilations.api.serializers import (
     UploadRequest,
     VisibilityRequest,
 )
-from explorer.compilations.services import uploads
+from explorer.compilations.services import retention, uploads
 from explorer.compilations.services.queue import QueueUnavailable
 from explorer.compilations.services.submission import create_compilation, set_visibility
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
 from explorer.compilations.visibility import check_visibility, signed_in
+from explorer.web.security import RateLimited
 
 SESSION_COMPILATIONS = "prism_compilations"  # ids an anonymous browser session submitted (its listing)
 
@@ -48,7 +49,9 @@ def not_found(compilation_id: str) -> Response:
     return error_response(f"no compilation with id {compilation_id}", 404)
 
 
-class ModelUploadView(APIView):
+class ModelUploadView(RateLimited, APIView):
+    throttle_scope = "upload"
+
     @extend_schema(request={"multipart/form-data": UploadRequest},
                    responses={200: ModelOut, 201: ModelOut, 400: ErrorOut, 413: ErrorOut})
     def post(self, request: Request) -> Response:
@@ -78,7 +81,9 @@ class ModelUploadView(APIView):
         return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 
-class CalibrationUploadView(APIView):
+class CalibrationUploadView(RateLimited, APIView):
+    throttle_scope = "upload"
+
     @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"data": {"type": "string",
                                                                                          "format": "binary"}}}},
                    responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, 400: ErrorOut, 413: ErrorOut})
@@ -125,8 +130,22 @@ class ModelDetailView(APIView):
             return error_response("only who uploaded a model can change the visibility of its upload", 403)
         return Response(selectors.model_dict(selectors.model_for(request.user, sha256), request.user))
 
+    @extend_schema(request=None, responses={204: None, 403: ErrorOut, 404: ErrorOut})
+    def delete(self, request: Request, sha256: str) -> Response:
+        """Delete the requester's own upload of these bytes; the bytes themselves go once no
+        compilation and no other upload uses them. 403 without an upload of one's own, 404 when
+        the requester may see none."""
+        model = selectors.model_for(request.user, sha256)
+        if model is None:
+            return error_response(f"no model with id {sha256}", 404)
+        if not signed_in(request.user) or not retention.delete_upload(model, request.user):
+            return error_response("only who uploaded a model can delete its upload", 403)
+        return Response(status=204)
 
-class CompilationListView(APIView):
+
+class CompilationListView(RateLimited, APIView):
+    throttle_scope = "compile"
+
     @extend_schema(request=CompilationRequest,
                    responses={200: CompilationOut, 201: CompilationOut, 400: ErrorOut, 503: ErrorOut})
     def post(self, request: Request) -> Response:
@@ -208,6 +227,22 @@ class CompilationDetailView(APIView):
         req.is_valid(raise_exception=True)
         set_visibility(comp, req.validated_data["visibility"])
         return Response(selectors.compilation_dict(comp, request.user))
+
+    @extend_schema(request=None, responses={204: None, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut})
+    def delete(self, request: Request, compilation_id: str) -> Response:
+        """Delete a finished compilation with its event log, comments and reviews (and its model's
+        bytes when nothing else uses them): its owner only (403 for others who see it, 404 for
+        those who do not); 409 while it is queued or running."""
+        comp = selectors.compilation_for(request.user, compilation_id)
+        if comp is None:
+            return not_found(compilation_id)
+        if not signed_in(request.user) or comp.owner_id != request.user.pk:
+            return error_response("only the owner of a compilation can delete it", 403)
+        try:
+            retention.delete_compilation(comp)
+        except retention.StillRunning as exc:
+            return error_response(str(exc), 409)
+        return Response(status=204)
 
 
 class CompilationEventsView(APIView):
