@@ -1,5 +1,5 @@
 # Prism: `make run` sets up and runs the explorer, `make test` runs every test.
-.PHONY: run test lint migrate
+.PHONY: run test lint migrate events-ts
 
 run:
 	scripts/run.sh
@@ -12,3 +12,7 @@ lint:
 
 migrate:
 	.venv/bin/python manage.py migrate
+
+# The browser's event types, generated from compiler/events/schema.py (a test checks they are current).
+events-ts:
+	.venv/bin/python -m compiler.events.typescript > frontend/src/events.generated.ts

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-STAGES = ("request", "import", "shape", "passes", "lowering", "codegen", "run", "verify")
+from .events.schema import FAILURE_STAGES
+
+#: the stages a CompileError names: the ``compile.failed`` stages of the event schema
+STAGES = FAILURE_STAGES
 
 
 class CompileError(Exception):

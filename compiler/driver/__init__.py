@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import CompileError
-from ..events import EventCallback, EventStream
+from ..events import STAGE_KEYS, EventCallback, EventStream
 from ..frontend import ModelSource
 from ..result import CompileResult
-from .stages import STAGE_KEYS, STAGES, Stage, run_stages
+from .stages import STAGES, Stage, run_stages
 from .state import Compilation, Request
 
 __all__ = ["STAGES", "STAGE_KEYS", "Compilation", "Request", "Stage", "compile_model", "compile_program",

@@ -15,7 +15,7 @@ The stages, in order (each runs at most once per compilation)::
     verify       compare the outputs, emit model.verified             compiler.driver.run
 
 A :class:`Stage` is data: its name, the CompileError stage an unexpected error inside it reports
-(``compiler.errors.STAGES``), the ``stage_ms`` key its wall time adds to (:data:`STAGE_KEYS`, the
+(``compiler.errors.STAGES``), the ``stage_ms`` key its wall time adds to (``compiler.events.STAGE_KEYS``, the
 ``compile.finished`` payload), the function that runs it (``module:function``, imported when the
 stage first runs: the back-end stages load llvmlite, which a caller that only inspects models or
 stops after the graph passes never needs) and when it runs (a predicate of the request). Callers:
@@ -34,9 +34,6 @@ from dataclasses import dataclass
 from ..errors import CompileError
 from ..runtime.limits import memory_error_message
 from .state import Compilation
-
-#: ``compile.finished``'s ``stage_ms`` keys (DESIGN.md "Events"), in order
-STAGE_KEYS = ("import", "passes", "lowering", "codegen", "run", "verify")
 
 StageFn = Callable[[Compilation], None]
 

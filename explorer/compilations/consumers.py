@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from compiler.events import TERMINAL_EVENT_TYPES
 from explorer.compilations import messages, selectors
 from explorer.compilations.models import Compilation
 
@@ -108,7 +109,7 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
     async def deliver(self, event: dict) -> None:
         await self.send(text_data=json.dumps(event))
         self.next_seq = event["seq"] + 1
-        if event["type"] in messages.TERMINAL_EVENT_TYPES:
+        if event["type"] in TERMINAL_EVENT_TYPES:
             self.finished = True
             await self.close(code=1000)
 
@@ -127,7 +128,7 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
     def log_ended(self) -> bool:
         assert self.compilation is not None
         last = selectors.last_event(self.compilation)
-        return last is not None and last["type"] in messages.TERMINAL_EVENT_TYPES
+        return last is not None and last["type"] in TERMINAL_EVENT_TYPES
 
     @database_sync_to_async
     def read_events(self, after: int, limit: int) -> list[dict]:

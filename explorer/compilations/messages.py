@@ -4,14 +4,13 @@ Channel layer (worker -> consumers of a compilation's group):
     EVENT_MESSAGE  {"type": EVENT_MESSAGE, "seq": int, "event": dict | None}
                    `event` is None when the event is large: the consumer then reads it from the DB.
 WebSocket (server -> browser): each text frame is one event, `{"seq","type","ts",...payload}`,
-exactly as stored; after the terminal event the server closes with code 1000.
+exactly as stored (types and payloads: `compiler.events.schema`); after the terminal event
+(`compiler.events.TERMINAL_EVENT_TYPES`) the server closes with code 1000.
 WebSocket close codes: 4400 bad `after` parameter, 4404 unknown compilation.
 """
 
 EVENT_MESSAGE = "compilation.event"
 EVENT_HANDLER = "compilation_event"  # Channels maps "compilation.event" to this method name
-
-TERMINAL_EVENT_TYPES = frozenset({"compile.finished", "compile.failed"})
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404

@@ -35,7 +35,7 @@ export function fmtSci(x: number | null | undefined): string {
   return x === 0 ? "0" : x.toExponential(2);
 }
 
-export function fmtShape(shape: Dim[] | undefined): string {
+export function fmtShape(shape: Dim[] | null | undefined): string {
   if (!shape) return "?";
   return `[${shape.map((d) => (d === null ? "?" : String(d))).join(", ")}]`;
 }

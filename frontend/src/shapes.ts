@@ -3,7 +3,7 @@ import type { Dim, TensorInfo } from "./events";
 
 /** Field text for one dim: the model's number, or the sample's binding for a symbolic dim, or "". */
 export function prefill(input: TensorInfo, sample?: Dim[]): string[] {
-  return input.shape.map((d, i) => {
+  return (input.shape ?? []).map((d, i) => {
     if (typeof d === "number" && d > 0) return String(d);
     const s = sample?.[i];
     return typeof s === "number" && s > 0 ? String(s) : "";
@@ -18,7 +18,7 @@ export function readShapes(inputs: TensorInfo[], fields: Record<string, string[]
   const out: Record<string, number[]> = {};
   for (const inp of inputs) {
     const vals = fields[inp.name] ?? [];
-    out[inp.name] = inp.shape.map((d, i) => {
+    out[inp.name] = (inp.shape ?? []).map((d, i) => {
       const t = (vals[i] ?? "").trim();
       const label = typeof d === "string" && d ? `dim ${i} (${d})` : `dim ${i}`;
       if (!/^\d+$/.test(t) || Number(t) < 1) throw new Error(`Input “${inp.name}” ${label} needs a positive integer${t ? `, not “${t}”` : ""}.`);

@@ -17,7 +17,7 @@
  *   no `compile.started`) leaves every stage not reached.
  * - Finished: a stage is done when its events or its time in `stage_ms` say it ran, else skipped.
  */
-import { STAGES, type Stage } from "./events";
+import { SERVICE_FAILURE_STAGES, STAGES, type Stage } from "./events";
 import type { CompilationState } from "./state";
 
 export type StageStatus = "waiting" | "running" | "done" | "failed" | "skipped" | "unreached";
@@ -87,7 +87,7 @@ function evidence(state: CompilationState): Record<Stage, Evidence> {
 }
 
 /** `compile.failed` stages of the service itself, before any compiler stage (explorer/compilations/services/queue.py). */
-export const SERVICE_STAGES: ReadonlySet<string> = new Set(["queue"]);
+export const SERVICE_STAGES: ReadonlySet<string> = new Set(SERVICE_FAILURE_STAGES);
 
 /** Each stage's status and counts; see the module docstring for the rules. */
 export function stageProgress(state: CompilationState): Record<Stage, StageView> {

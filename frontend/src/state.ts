@@ -25,7 +25,7 @@ import type {
   Stage,
   UnknownEvent,
 } from "./events";
-import { isKnownEvent } from "./events";
+import { EVENT_STAGE, isKnownEvent } from "./events";
 import { splitPipeline } from "./pipeline";
 
 export interface KernelState {
@@ -105,35 +105,34 @@ function withKernel(
 
 function apply(state: CompilationState, event: CompileEvent | UnknownEvent): CompilationState {
   if (!isKnownEvent(event)) return state;
+  const next = applyKnown(state, event);
+  // The stage each event type belongs to comes from the schema (compiler/events/schema.py).
+  const stage = EVENT_STAGE[event.type];
+  return stage === undefined ? next : { ...next, stage };
+}
+
+function applyKnown(state: CompilationState, event: CompileEvent): CompilationState {
   switch (event.type) {
     case "compile.started":
-      return {
-        ...state,
-        started: event,
-        plannedPasses: splitPipeline(event.pipeline).map((p) => p.name),
-        stage: "import",
-      };
+      return { ...state, started: event, plannedPasses: splitPipeline(event.pipeline).map((p) => p.name) };
     case "pass.started":
-      return { ...state, running: event, stage: "passes" };
+      return { ...state, running: event };
     case "pass.finished":
-      return { ...state, running: undefined, passes: [...state.passes, event], stage: "passes" };
+      return { ...state, running: undefined, passes: [...state.passes, event] };
     case "graph.fused":
       return { ...state, fusion: event };
     case "memory.planned":
       return { ...state, memory: event };
     case "kernel.lowered":
-      return {
-        ...withKernel(state, event.kernel, (k) => ({ ...k, group: event.group, lowered: event })),
-        stage: "lowering",
-      };
+      return withKernel(state, event.kernel, (k) => ({ ...k, group: event.group, lowered: event }));
     case "kernel.compiled":
-      return { ...withKernel(state, event.kernel, (k) => ({ ...k, compiled: event })), stage: "codegen" };
+      return withKernel(state, event.kernel, (k) => ({ ...k, compiled: event }));
     case "kernel.timed":
-      return { ...withKernel(state, event.kernel, (k) => ({ ...k, timed: event })), stage: "run" };
+      return withKernel(state, event.kernel, (k) => ({ ...k, timed: event }));
     case "model.timed":
-      return { ...state, timing: event, stage: "run" };
+      return { ...state, timing: event };
     case "model.verified":
-      return { ...state, verification: event, stage: "verify" };
+      return { ...state, verification: event };
     case "model.accuracy":
       return { ...state, accuracy: event };
     case "compile.finished":

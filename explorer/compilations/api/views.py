@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from compiler.events import TERMINAL_EVENT_TYPES
 from explorer.compilations import selectors
 from explorer.compilations.api.errors import error_response
 from explorer.compilations.api.serializers import (
@@ -267,7 +268,7 @@ class CompilationEventsView(APIView):
             return error_response("'after' and 'limit' must be integers", 400)
         limit = max(1, min(limit, selectors.EVENT_PAGE_MAX))
         events = selectors.events_after(comp, after, limit)
-        complete = bool(events) and events[-1]["type"] in ("compile.finished", "compile.failed")
+        complete = bool(events) and events[-1]["type"] in TERMINAL_EVENT_TYPES
         next_after = events[-1]["seq"] if events else after
         return Response({"id": comp.id, "status": comp.status, "events": events, "complete": complete,
                          "next_after": next_after})

@@ -22,25 +22,11 @@ from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from compiler.events import EVENT_STAGE, RESERVED_KEYS, TERMINAL_EVENT_TYPES, check_payload
 from explorer.compilations import messages
 from explorer.compilations.models import Compilation, CompilationEvent
 
 log = logging.getLogger(__name__)
-
-# The stage a compilation was in, judged from the type of its last event.
-_STAGE_AFTER_EVENT = {
-    "compile.started": "import",
-    "pass.started": "passes",
-    "pass.finished": "passes",
-    "graph.fused": "passes",
-    "memory.planned": "lowering",
-    "kernel.lowered": "lowering",
-    "kernel.compiled": "codegen",
-    "kernel.timed": "run",
-    "model.timed": "run",
-    "model.verified": "verify",
-}
-
 
 class CompilationSuperseded(BaseException):  # noqa: N818
     """This run no longer owns the compilation (it was reaped or finished elsewhere).
@@ -67,8 +53,9 @@ def jsonable(value: Any) -> Any:
 
 
 def stage_after(event_type: str | None) -> str:
-    """The compiler stage in progress after an event of this type (DESIGN.md stage names)."""
-    return _STAGE_AFTER_EVENT.get(event_type or "", "import")
+    """The compiler stage in progress after an event of this type: the stage the schema says it is
+    emitted in (``compiler.events.EVENT_STAGE``); "import" before any event."""
+    return EVENT_STAGE.get(event_type or "", "import")
 
 
 def record_event(compilation_id: str, event: dict, *, attempt: int | None = None) -> CompilationEvent:
@@ -89,31 +76,16 @@ def record_event(compilation_id: str, event: dict, *, attempt: int | None = None
     seq, etype = int(event["seq"]), str(event["type"])
     ts = event.get("ts")
     ts = float(ts) if isinstance(ts, (int, float)) else time.time()
-    payload = {k: v for k, v in event.items() if k not in ("seq", "type", "ts")}
+    payload = {k: v for k, v in event.items() if k not in RESERVED_KEYS}
     with transaction.atomic():
         comp = Compilation.objects.select_for_update().get(pk=compilation_id)
         if attempt is not None and (comp.status != Compilation.Status.RUNNING or comp.attempts != attempt):
             raise CompilationSuperseded(compilation_id)
-        last = comp.events.order_by("-seq").values_list("seq", flat=True).first()
-        expected = 0 if last is None else last + 1
-        if seq != expected:
+        stored = _append(comp, etype, payload, ts)
+        if stored.seq != seq:
             # The compiler numbered an event that never got stored (e.g. the soft time limit
             # interrupted its write): the stored log stays gapless, numbered by the service.
-            log.warning("compilation %s: compiler seq %s stored as %s", compilation_id, seq, expected)
-            seq = expected
-        stored = CompilationEvent.objects.create(
-            compilation=comp, seq=seq, type=etype, ts=ts, payload=payload
-        )
-        now = timezone.now()
-        update: dict[str, Any] = {"heartbeat_at": now}
-        if etype in messages.TERMINAL_EVENT_TYPES:
-            ok = etype == "compile.finished"
-            update.update(
-                status=Compilation.Status.SUCCEEDED if ok else Compilation.Status.FAILED,
-                finished_at=now,
-                error=None if ok else payload,
-            )
-        Compilation.objects.filter(pk=compilation_id).update(**update)
+            log.warning("compilation %s: compiler seq %s stored as %s", compilation_id, seq, stored.seq)
     announce(compilation_id, stored.as_event())
     return stored
 
@@ -129,21 +101,29 @@ def append_failure(compilation_id: str, *, message: str, reason: str, stage: str
         comp = Compilation.objects.select_for_update().get(pk=compilation_id)
         if comp.status in (Compilation.Status.SUCCEEDED, Compilation.Status.FAILED):
             return False
-        last = comp.events.order_by("-seq").first()
-        seq = 0 if last is None else last.seq + 1
-        payload = {
-            "stage": stage or stage_after(last.type if last else None),
-            "message": " ".join(message.split()),
-            "reason": reason,
-        }
-        stored = CompilationEvent.objects.create(
-            compilation=comp, seq=seq, type="compile.failed", ts=time.time(), payload=payload
-        )
-        Compilation.objects.filter(pk=compilation_id).update(
-            status=Compilation.Status.FAILED, finished_at=timezone.now(), error=payload
-        )
+        last = comp.events.order_by("-seq").values_list("type", flat=True).first()
+        payload = {"stage": stage or stage_after(last), "message": " ".join(message.split()), "reason": reason}
+        check_payload("compile.failed", payload)
+        stored = _append(comp, "compile.failed", payload, time.time())
     announce(compilation_id, stored.as_event())
     return True
+
+
+def _append(comp: Compilation, etype: str, payload: dict[str, Any], ts: float) -> CompilationEvent:
+    """Store one event under the next seq of ``comp``'s log, the one place the service numbers events
+    (``comp`` is locked by the caller's ``select_for_update``). A terminal event also sets the
+    compilation's status, ``finished_at`` and ``error``; every event refreshes ``heartbeat_at``."""
+    last = comp.events.order_by("-seq").values_list("seq", flat=True).first()
+    seq = 0 if last is None else last + 1
+    stored = CompilationEvent.objects.create(compilation=comp, seq=seq, type=etype, ts=ts, payload=payload)
+    now = timezone.now()
+    update: dict[str, Any] = {"heartbeat_at": now}
+    if etype in TERMINAL_EVENT_TYPES:
+        ok = etype == "compile.finished"
+        update.update(status=Compilation.Status.SUCCEEDED if ok else Compilation.Status.FAILED, finished_at=now,
+                      error=None if ok else payload)
+    Compilation.objects.filter(pk=comp.pk).update(**update)
+    return stored
 
 
 def announce(compilation_id: str, event: dict) -> None:

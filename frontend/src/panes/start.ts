@@ -179,14 +179,14 @@ export function startPage(): HTMLElement {
       h("input", { class: "value", size: 8, placeholder: "value", "aria-label": `${inp.name} value`, title: `Bind a value (a constant of the compiled model): it decides ${inp.value_uses!.join("; ")}` })]));
     const inputRows = model.inputs.map((inp) => {
       const pre = prefill(inp, shapes?.[inp.name]);
-      fields[inp.name] = inp.shape.map((d, i) =>
+      fields[inp.name] = (inp.shape ?? []).map((d, i) =>
         h("input", { class: "dim", value: pre[i], size: 5, inputmode: "numeric", placeholder: typeof d === "string" && d ? d : "?", "aria-label": `${inp.name} dim ${i}`, title: typeof d === "string" ? `symbolic dim ${d}` : `dim ${i}` }));
       return h("tr", null, h("td", null, h("code", null, inp.name)), h("td", null, inp.dtype), h("td", { class: "muted" }, fmtShape(inp.shape)), h("td", { class: "dims" }, ...fields[inp.name].flatMap((f, i) => (i ? [" × ", f] : [f]))),
         offered.length ? h("td", { class: "value-cell" }, valueFields[inp.name] ?? "") : null);
     });
     // A symbolic dim means the same size wherever it appears: typing one fills the others.
     const bySymbol = new Map<string, HTMLInputElement[]>();
-    model.inputs.forEach((inp) => inp.shape.forEach((d, i) => {
+    model.inputs.forEach((inp) => (inp.shape ?? []).forEach((d, i) => {
       if (typeof d === "string" && d) bySymbol.set(d, [...(bySymbol.get(d) ?? []), fields[inp.name][i]]);
     }));
     for (const group of bySymbol.values()) {

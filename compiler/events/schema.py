@@ -1,0 +1,333 @@
+"""The event schema, defined once: every event type, its payload fields, the stages and the terminal types.
+
+This is DESIGN.md "Events" as code. :class:`~compiler.events.stream.EventStream` validates every
+payload against it when the compiler emits (:func:`compiler.events.validate.check_payload`), the
+service takes its stage and terminal-type lists from it, and ``python -m compiler.events.typescript``
+prints the browser's types from it (``frontend/src/events.generated.ts``; a test fails when the
+checked-in file differs). Fields may be added, never renamed or removed: add a field here (with a
+``Doc``), regenerate the TypeScript, and emit it.
+"""
+
+# No `from __future__ import annotations`: Python 3.11's TypedDict reads NotRequired only from real annotations.
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from .spec import Doc, EventSpec, KeysOf, Named, OneOf, open_struct
+
+#: ``compile.finished``'s ``stage_ms`` keys, in pipeline order (the browser's stage strip)
+STAGE_KEYS: tuple[str, ...] = ("import", "passes", "lowering", "codegen", "run", "verify")
+
+#: the ``stage`` of a ``compile.failed`` event raised by the compiler (``compiler.errors.CompileError``)
+FAILURE_STAGES: tuple[str, ...] = ("request", "import", "shape", "passes", "lowering", "codegen", "run", "verify")
+
+#: the ``stage`` of a ``compile.failed`` the service writes when the compiler could not (a lost queue message)
+SERVICE_FAILURE_STAGES: tuple[str, ...] = ("queue",)
+
+Dim = Annotated[int | str | None, Named("Dim", "A dimension: a size, a symbolic name, or null when unknown.")]
+Number = int | float
+
+
+class TensorInfo(TypedDict):
+    """One graph input or output as declared in the model."""
+
+    name: str
+    dtype: Annotated[str, Doc('ONNX element type name, e.g. "float32".')]
+    shape: Annotated[list[Dim] | None, Doc("null when the model does not declare the rank.")]
+
+
+class StorageValue(TypedDict):
+    """One graph input or output whose declared (storage) type is narrower than the type Prism computes in."""
+
+    name: str
+    role: Literal["input", "output"]
+    storage: Annotated[str, Doc('The declared element type, e.g. "float16", "bfloat16", "float8e4m3fn".')]
+    compute: Annotated[str, Doc('The element type the kernels compute in, e.g. "float32".')]
+
+
+class StorageSummary(TypedDict):
+    """``model.storage`` (compiler.runtime.narrow_io.describe_storage): only for a model with narrow element
+    types; ``notes`` are sentences for the user ("float16 storage computed in float32: ...")."""
+
+    values: list[StorageValue]
+    notes: list[str]
+
+
+@open_struct
+class ModelInfo(TypedDict):
+    """The model as read: its graph name, content hash, default-domain opset and declared inputs/outputs."""
+
+    name: str
+    sha256: Annotated[str, Doc("sha256 of the model bytes (hex).")]
+    opset: NotRequired[int]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    storage: NotRequired[StorageSummary]
+    input_values: NotRequired[Annotated[dict[str, list[int | float | bool]], Doc(
+        "Inputs bound to constant values (compiler.frontend.input_values), each flattened; the compiled model "
+        "no longer takes them.")]]
+
+
+RemarkKind = Annotated[Literal["applied", "missed", "analysis"], Named("RemarkKind")]
+
+
+# A TypedDict's functional form: one field is named "pass", a Python keyword.
+Remark = TypedDict("Remark", {
+    "kind": RemarkKind,
+    "pass": Annotated[str, Doc("The pass that made the decision.")],
+    "message": Annotated[str, Doc("The decision in words, with its numbers.")],
+    "nodes": Annotated[list[str], Doc("The graph nodes it is about.")],
+    "data": NotRequired[dict[str, Any]],
+})
+Remark.__doc__ = "One optimization decision: ``nodes`` are graph node names, ``data`` its numbers."
+
+PassOptions = Annotated[dict[str, Any], Named("PassOptions", "A pass's effective options by name.")]
+
+
+@open_struct
+class PassStats(TypedDict):
+    """Graph statistics after a pass (``compiler.passes.manager.graph_stats``) plus the pass's own counters."""
+
+    nodes: NotRequired[int]
+    groups: NotRequired[int]
+    constant_bytes: NotRequired[int]
+    ir_changed: NotRequired[Annotated[bool, Doc("The printed IR differs from the one before the pass.")]]
+
+
+class FusedNode(TypedDict):
+    id: str
+    name: str
+    op_type: str
+    group: str | None
+    attributes: NotRequired[dict[str, Any]]
+
+
+class FusedEdge(TypedDict):
+    source: str
+    target: str
+    value: str
+    dtype: str
+    shape: list[Dim]
+
+
+class FusedGroup(TypedDict):
+    id: str
+    kernel: str
+    kind: str
+    nodes: list[str]
+
+
+class BufferPlan(TypedDict):
+    value: str
+    offset: Annotated[int, Doc("Byte offset in the arena.")]
+    size: Annotated[int, Doc("Bytes.")]
+    first: Annotated[int, Doc("Index of the first step that uses the buffer.")]
+    last: Annotated[int, Doc("Index of the last step that uses the buffer.")]
+
+
+class AccuracyLayer(TypedDict):
+    """One layer of the accuracy report (compiler/quant/session.py): int8 with its SQNR, or kept in fp32."""
+
+    node: str
+    op: str | None
+    output: str | None
+    precision: str
+    sqnr_db: Annotated[Number | None, Doc("20·log10(‖x‖/‖x−y‖) against FP32 in dB; 999 when equal; null for fp32.")]
+    max_abs_error: Number | None
+
+
+@open_struct
+class AccuracyOutput(TypedDict):
+    """Whole-model figures per output against FP32 (compiler/quant/accuracy.py ``compare``)."""
+
+    sqnr_db: Number | None
+    max_abs_error: Number
+    max_rel_error: Number
+    top1: NotRequired[Number]
+    top5: NotRequired[Number]
+
+
+class AccuracyFallback(TypedDict):
+    node: str
+    layer_sqnr_db: Number
+    output_sqnr_db_before: Number
+    output_sqnr_db_after: Number
+    passed: bool
+
+
+class Calibration(TypedDict):
+    method: str
+    samples: int
+    random: Annotated[bool, Doc("Random inputs (no calibration data was given).")]
+    activation: str
+    per_channel: bool
+
+
+class AccuracyCriterion(TypedDict):
+    min_sqnr_db: Number
+    min_top1: Number
+    passed: bool
+    reasons: list[str]
+
+
+@open_struct
+class OutputVerification(TypedDict):
+    """One output's comparison with ONNX Runtime (compiler/runtime/child.py ``_compare``): its own
+    ``rtol``/``atol`` (a narrow output's are its storage type's); ``message`` says why it failed outright.
+    Errors are null where they were not finite (the service stores no NaN or infinity)."""
+
+    passed: bool
+    max_abs_error: Number | None
+    max_rel_error: Number | None
+    rtol: NotRequired[Number]
+    atol: NotRequired[Number]
+    scale: NotRequired[Number]
+    atol_effective: NotRequired[Number]
+    quantization_step: NotRequired[Annotated[Number, Doc("One quantization step of the output (a quantized model).")]]
+    sqnr_db: NotRequired[Annotated[Number | None, Doc("SQNR against the reference in dB (a quantized model).")]]
+    min_sqnr_db: NotRequired[Annotated[Number, Doc("The SQNR at which the output passes regardless of atol.")]]
+    storage: NotRequired[str]
+    message: NotRequired[str]
+
+
+# --- event payloads (the TypeScript interfaces are named after these classes) ---
+
+
+class CompileStarted(TypedDict):
+    model: ModelInfo
+    target: Annotated[str, Doc('The target name, e.g. "host", "x86-64-v3".')]
+    pipeline: Annotated[str, Doc("The pipeline with presets expanded, e.g. `fold-constants,fuse-ops{max-group-size=16}`.")]
+    compiler_version: NotRequired[str]
+
+
+class PassStarted(TypedDict):
+    index: int
+    name: str
+    options: PassOptions
+
+
+class PassFinished(TypedDict):
+    index: int
+    name: str
+    options: PassOptions
+    duration_ms: Number
+    changed: bool
+    ir: Annotated[str, Doc("Printed graph IR after the pass (one node a line).")]
+    stats: PassStats
+    remarks: list[Remark]
+
+
+class GraphFused(TypedDict):
+    nodes: list[FusedNode]
+    edges: list[FusedEdge]
+    groups: list[FusedGroup]
+
+
+class MemoryPlanned(TypedDict):
+    arena_bytes: int
+    no_sharing_bytes: int
+    lower_bound_bytes: int
+    buffers: list[BufferPlan]
+
+
+class KernelLowered(TypedDict):
+    kernel: str
+    group: str
+    loop_ir: str
+    schedule: Annotated[Any, Doc("The printed schedule.")]
+
+
+class KernelCompiled(TypedDict):
+    kernel: str
+    llvm_ir: str
+    llvm_ir_optimized: str
+    asm: str
+    compile_ms: Number
+    cached: NotRequired[Annotated[bool, Doc("Served from the kernel cache (an identical kernel compiled before).")]]
+    symbol: NotRequired[Annotated[str, Doc("The kernel's symbol in the object code (identical kernels share one).")]]
+
+
+class KernelTimed(TypedDict):
+    kernel: str
+    median_us: Number
+    flops: int
+    bytes: int
+    gflops: Number
+    gbps: Number
+
+
+class ModelTimed(TypedDict):
+    prism_ms: Number
+    onnxruntime_ms: Annotated[Number | None, Doc("null when ONNX Runtime could not run the model.")]
+    ratio: Annotated[Number | None, Doc("prism_ms / onnxruntime_ms: below 1 means Prism is faster.")]
+    repeats: int
+    prism_kernel_calls_ms: NotRequired[Annotated[Number, Doc(
+        "The same kernels run one ctypes call each from Python (prism_ms: one call of the entry function).")]]
+    precision: NotRequired[Annotated[str, Doc('Present for a quantized compilation: the precision Prism ran at ("int8").')]]
+    onnxruntime_int8_ms: NotRequired[Annotated[Number | None, Doc("ONNX Runtime on the equivalent QDQ model, same run.")]]
+    ratio_int8: NotRequired[Annotated[Number | None, Doc("prism_ms / onnxruntime_int8_ms.")]]
+    notes: NotRequired[list[str]]
+
+
+class ModelAccuracy(TypedDict):
+    dtype: str
+    method: str
+    samples: int
+    calibration: Calibration
+    layers: list[AccuracyLayer]
+    outputs: dict[str, AccuracyOutput]
+    criterion: AccuracyCriterion
+    fallbacks: list[AccuracyFallback]
+
+
+class ModelVerified(TypedDict):
+    """The comparison with ONNX Runtime (compiler/driver/run.py ``verify``). Three states: verified and
+    ``passed: true`` (the outputs match); verified and ``passed: false`` (they differ); ``verified: false``,
+    ``passed: null`` and null errors (ONNX Runtime could not run the model; ``message`` says why)."""
+
+    passed: bool | None
+    verified: NotRequired[Annotated[bool, Doc("Absent in logs from before it existed (they always verified).")]]
+    message: NotRequired[str]
+    notes: NotRequired[Annotated[list[str], Doc("Remarks on how the reference ran.")]]
+    max_abs_error: Number | None
+    max_rel_error: Number | None
+    rtol: Annotated[Number | None, Doc("The loosest of the outputs' tolerances.")]
+    atol: Number | None
+    atol_floor: NotRequired[Number]
+    outputs: NotRequired[dict[str, OutputVerification]]
+
+
+class CompileFinished(TypedDict):
+    duration_ms: Number
+    stage_ms: Annotated[dict[str, Number], KeysOf(STAGE_KEYS, "Stage"), Doc("Wall time per stage, ms.")]
+
+
+# The functional form: one field is named "pass", a Python keyword.
+CompileFailed = TypedDict("CompileFailed", {
+    "stage": Annotated[str, OneOf(FAILURE_STAGES + SERVICE_FAILURE_STAGES, "FailureStage"),
+                       Doc("The stage that failed.")],
+    "message": Annotated[str, Doc("One line naming what is wrong (node, op, attribute, limit).")],
+    "pass": NotRequired[str],
+    "node": NotRequired[str],
+    "op": NotRequired[Annotated[str, Doc("The ONNX op of `node`, where known.")]],
+    "kernel": NotRequired[str],
+    "attribute": NotRequired[str],
+    "reason": NotRequired[Annotated[str, Doc('Set by the service when it ended the log itself: "worker_lost", '
+                                             '"time_limit", "queue_lost", "internal".')]],
+})
+CompileFailed.__doc__ = "The compilation failed: the stage, a one-line message and, where known, the place."
+
+
+EVENTS: tuple[EventSpec, ...] = (
+    EventSpec("compile.started", CompileStarted, "import"),
+    EventSpec("pass.started", PassStarted, "passes"),
+    EventSpec("pass.finished", PassFinished, "passes"),
+    EventSpec("graph.fused", GraphFused, "passes"),
+    EventSpec("memory.planned", MemoryPlanned, "passes"),
+    EventSpec("kernel.lowered", KernelLowered, "lowering"),
+    EventSpec("kernel.compiled", KernelCompiled, "codegen"),
+    EventSpec("kernel.timed", KernelTimed, "run"),
+    EventSpec("model.timed", ModelTimed, "run"),
+    EventSpec("model.verified", ModelVerified, "verify"),
+    EventSpec("model.accuracy", ModelAccuracy, "passes"),
+    EventSpec("compile.finished", CompileFinished, None, terminal=True),
+    EventSpec("compile.failed", CompileFailed, None, terminal=True),
+)
