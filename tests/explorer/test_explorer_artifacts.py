@@ -12,6 +12,7 @@ import io
 import json
 import threading
 import zipfile
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,20 @@ def _relu_sigmoid(path: Path) -> Path:
     return path
 
 
+def _conv_pool(path: Path) -> Path:
+    """Conv(k3, s2) + Relu, then MaxPool(k3, s2), on x[1, 3, 32, 32]: two kernels."""
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv_0", kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu_0"),
+             helper.make_node("MaxPool", ["r"], ["y"], name="pool_0", kernel_shape=[3, 3], strides=[2, 2])]
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 7, 7])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
 def _if_model(path: Path) -> Path:
     """Valid ONNX with an `If` whose condition is computed from the input: refused at import (an If
     decided at run time is not compiled)."""
@@ -62,12 +77,12 @@ def _if_model(path: Path) -> Path:
 
 
 def _compiled(path: Path, *, target: str = "host", pipeline: str = "O2", owner=None,
-              visibility: str = "unlisted") -> Compilation:
+              visibility: str = "unlisted", benchmark: bool = False) -> Compilation:
     data = path.read_bytes()
     model, _ = uploads.register_upload([data], name=path.name, size=len(data), owner=owner, visibility=visibility)
     comp = Compilation.objects.create(model=model, target=target, pipeline=pipeline, compiler_version="t",
                                       cache_key=f"artifacts-{target}-{path.name}", owner=owner, visibility=visibility,
-                                      options={"verify": False, "benchmark": False})
+                                      options={"verify": False, "benchmark": benchmark})
     run_compilation(comp.id)
     comp.refresh_from_db()
     return comp
@@ -86,11 +101,12 @@ def _get(client, comp, name):
 
 @pytest.mark.django_db
 def test_every_listed_artifact_opens_with_its_own_loader(client, var_dir, tmp_path):
-    comp = _compiled(_relu_sigmoid(tmp_path / "relu-sigmoid.onnx"))
+    comp = _compiled(_relu_sigmoid(tmp_path / "relu-sigmoid.onnx"), benchmark=True)
     assert comp.status == "succeeded", comp.error
     listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
     names = {a["name"]: a for a in listing["artifacts"]}
-    assert {"report.json", "kernels.zip", "module.o", "module.so"} <= set(names) and listing["missing"] == {}
+    assert {"report.json", "trace.json", "run-trace.json", "kernels.zip", "module.o", "module.so"} <= set(names)
+    assert listing["missing"] == {}
     passes = [n for n in names if n.startswith("pass-")]
     assert len(passes) == len(comp.pipeline.split(",")) or len(passes) > 5
 
@@ -136,7 +152,7 @@ def test_what_a_compilation_lacks_is_a_404_with_the_reason(client, var_dir, tmp_
     assert failed.status == "failed" and failed.error["stage"] == "import"
     listing = client.get(f"/api/compilations/{failed.id}/artifacts").json()
     assert "import" in listing["missing"]["module.o"] and "module.so" in listing["missing"]
-    assert [a["name"] for a in listing["artifacts"]] == ["report.json"]  # no pass ran
+    assert [a["name"] for a in listing["artifacts"]] == ["report.json", "trace.json"]  # no pass ran
     r = _get(client, failed, "module.o")
     assert r.status_code == 404 and "failed during import" in r.json()["error"] and r.json()["artifact"] == "module.o"
     assert _get(client, failed, "pass-0-fold-qdq.onnx").status_code == 404
@@ -195,3 +211,44 @@ def test_a_private_compilations_artifacts_are_404_for_others(var_dir, tmp_path):
     assert not (Path(var_dir) / "artifacts" / comp.id).exists()  # nothing was built for them
     assert [clients["owner"].get(p).status_code for p in paths] == [200, 200, 200]
 
+
+
+def _spans(trace: dict) -> list[dict]:
+    """The complete events of a Chrome trace, each checked for the fields the Trace Event Format
+    requires of one (name, ph, ts, dur, pid, tid; times in µs)."""
+    assert isinstance(trace["traceEvents"], list)
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    for e in spans:
+        assert isinstance(e["name"], str) and all(isinstance(e[k], (int, float)) for k in ("ts", "dur", "pid", "tid"))
+        assert e["dur"] >= 0
+    for e in trace["traceEvents"]:
+        assert e["ph"] in ("X", "M") and "pid" in e
+    return spans
+
+
+@pytest.mark.django_db
+def test_the_traces_are_chrome_trace_event_json(client, var_dir, tmp_path):
+    comp = _compiled(_conv_pool(tmp_path / "traced.onnx"), benchmark=True)
+    report = _get(client, comp, "report.json").json()
+    spans = _spans(json.load(io.BytesIO(_get(client, comp, "trace.json").content)))
+    stages = [e for e in spans if e["cat"] == "stage"]
+    passes = [e for e in spans if e["cat"] == "pass"]
+    codegen = [e for e in spans if e["cat"] == "codegen"]
+    assert [e["name"] for e in stages] == ["import", "passes", "lowering", "codegen", "run"]
+    assert {e["tid"] for e in stages + passes} == {1}  # stages and passes on one track
+    assert [e["name"] for e in passes] == [p["name"] for p in report["passes"]]
+    (outer,) = [e for e in stages if e["name"] == "passes"]
+    for p in passes:  # nested in the passes stage, one after another
+        assert outer["ts"] - 0.5 <= p["ts"] and p["ts"] + p["dur"] <= outer["ts"] + outer["dur"] + 0.5
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 0.5 for a, b in pairwise(passes))
+    assert len(report["kernels"]) == 2 and [e["name"] for e in codegen] == [k["kernel"] for k in report["kernels"]]
+    assert {e["tid"] for e in codegen}.isdisjoint({1})  # each kernel's codegen on another track
+    assert [e["dur"] for e in codegen] == pytest.approx([k["compile_ms"] * 1e3 for k in report["kernels"]], abs=1e-3)
+
+    run = _spans(json.load(io.BytesIO(_get(client, comp, "run-trace.json").content)))
+    kernels = [e for e in run if e["cat"] == "kernel"]
+    assert [e["name"] for e in kernels] == [k["kernel"] for k in report["kernels"]]  # execution order
+    assert [e["dur"] for e in kernels] == pytest.approx([k["median_us"] for k in report["kernels"]], abs=1e-3)
+    assert all(a["ts"] + a["dur"] == pytest.approx(b["ts"], abs=1e-3) for a, b in pairwise(kernels))
+    (model,) = [e for e in run if e["cat"] == "model"]
+    assert model["dur"] == pytest.approx(report["timing"]["prism_ms"] * 1e3, abs=1e-3)

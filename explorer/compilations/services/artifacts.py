@@ -76,6 +76,14 @@ def catalogue(comp: Compilation, events: list[dict] | None = None) -> tuple[list
     found: list[Artifact] = [Artifact("report.json", "report", "application/json",
                                       "the JSON report (the CLI's --json content)")]
     missing: dict[str, str] = {}
+    if "compile.started" in types:
+        found.append(Artifact("trace.json", "trace", "application/json",
+                              "Chrome trace (ui.perfetto.dev): stages and passes, each kernel's codegen"))
+    if "kernel.timed" in types:
+        found.append(Artifact("run-trace.json", "trace", "application/json",
+                              "Chrome trace of one timed run: each kernel's median time in execution order"))
+    else:
+        missing["run-trace.json"] = f"no kernel was timed: {ended if failed else 'the benchmark did not run'}"
     for e in events:
         if e["type"] == "pass.finished":
             found.append(Artifact(f"pass-{e['index']}-{e['name']}.onnx", "model", ONNX,
@@ -105,6 +113,11 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
 
     if name == "report.json":
         return lambda: json.dumps(A.report_from_events(events), indent=1).encode()
+    if name in ("trace.json", "run-trace.json"):
+        from compiler import trace
+
+        make = trace.compilation_trace if name == "trace.json" else trace.run_trace
+        return lambda: json.dumps(make(events)).encode()
     if name == "kernels.zip":
         return lambda: A.kernel_sources_zip(events)
     if name == "module.o":
