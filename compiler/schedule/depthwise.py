@@ -127,17 +127,50 @@ def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: 
 def _fill(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, int], pb: list[int], s: int,
           width: int) -> Stmt:
     """``xpad[g, ci, p, r, j] = X[n, g*cg + ci, r - pt, j*s + p - pl]`` (zero outside X), vectorized along j
-    (``Wq`` is a multiple of ``width``)."""
+    (``Wq`` is a multiple of ``width``). Rows above and below X are zero stores; in a row of X, the
+    vectors of j that lie inside X (per phase, known at compile time) are plain (strided) copies and
+    only the vectors at the left and right edges test each lane."""
     h, wd = hw
     _, _, _, hp, wq = xp.shape
-    vc, vp, vr, vo, vi = Var("pci"), Var("pp"), Var("pr"), Var("pj_o"), Var("pj_i")
-    j = add(mul(vo, width), vi)
-    y, x = sub(vr, Int(pb[0])), sub(add(mul(j, s), vp), Int(pb[1]))
-    cond = land(land(Bin(">=", y, Int(0)), Bin("<", y, Int(h))), land(Bin(">=", x, Int(0)), Bin("<", x, Int(wd))))
-    assert cond is not None
-    val = select(cond, Load(xbuf, (vn, add(mul(vg, cg), vc), y, x)), Float(0.0))
-    inner = For(vi, width, Store(xp, (vg, vc, vp, vr, j), val), "vectorized")
-    return For(vc, cg, For(vp, s, For(vr, hp, For(vo, wq // width, inner))))
+    nvec = wq // width
+    vc, vr, vo, vi = Var("pci"), Var("pr"), Var("pj_o"), Var("pj_i")
+    rows = max(0, min(h, hp - pb[0]))  # rows of X that xpad holds (a stride may leave the last ones out)
+    ci = add(mul(vg, cg), vc)
+
+    def vectors(lo: int, hi: int, body: Any) -> list[Stmt]:
+        if hi <= lo:
+            return []
+        j = add(mul(add(vo, lo), width), vi)
+        return [For(vo, hi - lo, For(vi, width, body(j), "vectorized"))]
+
+    def zero_rows(r0: int, r1: int) -> list[Stmt]:
+        if r1 <= r0:
+            return []
+        zero = vectors(0, nvec, lambda j: Store(xp, (vg, vc, Var("zp"), add(vr, r0), j), Float(0.0)))
+        return [For(Var("zp"), s, For(vr, r1 - r0, zero[0]))]
+
+    phases: list[Stmt] = []
+    for p in range(s):
+        j_lo = max(0, -(-(pb[1] - p) // s))  # first j whose column is inside X
+        j_hi = (wd - 1 + pb[1] - p) // s  # last one
+        v_lo, v_hi = min(nvec, -(-j_lo // width)), max(0, min(nvec, (j_hi + 1) // width))
+        v_hi = max(v_hi, v_lo)
+
+        def col(j: Expr, p: int = p) -> Expr:
+            return sub(add(mul(j, s), p), Int(pb[1]))
+
+        def copy(j: Expr, col: Any = col, p: int = p) -> Stmt:
+            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), Load(xbuf, (vn, ci, vr, col(j))))
+
+        def edge(j: Expr, col: Any = col, p: int = p) -> Stmt:
+            x = col(j)
+            cond = land(Bin(">=", x, Int(0)), Bin("<", x, Int(wd)))
+            assert cond is not None
+            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), select(cond, Load(xbuf, (vn, ci, vr, x)), Float(0.0)))
+        phases += vectors(0, v_lo, edge) + vectors(v_lo, v_hi, copy) + vectors(v_hi, nvec, edge)
+    body = zero_rows(0, pb[0]) + [For(vr, rows, Seq(phases) if len(phases) > 1 else phases[0])] \
+        + zero_rows(pb[0] + rows, hp)
+    return For(vc, cg, Seq(body) if len(body) > 1 else body[0])
 
 
 def _row(wbuf: Buffer, x_at: Any, out_buf: Buffer, ep: tuple[Expr, list[Var]], at: tuple[Expr, Expr, Var],
