@@ -24,6 +24,9 @@ Environment:
                                  limits of running generated code, read by the compiler
                                  (compiler/runtime/limits.py: defaults from the machine's memory M:
                                  M/4, M/16 per input, M/8, M/2, 900 s)
+    PRISM_KERNEL_CACHE_BYTES     most bytes of compiled kernels (object code and texts) a process keeps,
+                                 least recently used evicted first, read by the compiler
+                                 (compiler/codegen/cache.py), default 256 MiB; 0 keeps none
     PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES  RLIMIT_AS of each worker pool process (the compile itself),
                                  default max(M/2, 4 GiB): a model that needs more fails naming it
     PRISM_WORKER_MAX_MEMORY_KB   a pool process whose resident memory exceeds this after a task is

@@ -6,6 +6,11 @@ The LLVM IR is optimized with llvmlite's new pass manager (``PassBuilder`` with
 every target, as an ELF object. Identical kernels compile once: results are cached in-process by the
 SHA-256 of the printed loop IR plus the target name, and the function symbol is derived from that
 hash, so two fused groups with the same loop IR share one symbol and one object.
+
+The cache (:func:`kernel_cache`) is a bounded LRU (``compiler.codegen.cache``) holding at most
+``PRISM_KERNEL_CACHE_BYTES`` of object code and texts (default 256 MiB), shared by the threads of a
+process; two threads compiling the same kernel at once compile it once. The target machines are
+created once per target, under a lock.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 
@@ -21,6 +26,7 @@ from ..errors import CompileError
 from ..loops.ir import PrimFunc
 from ..loops.printer import print_func
 from ..targets import Target
+from .cache import LRUCache, kernel_cache_limit
 from .llvm_codegen import KernelCodegen
 
 
@@ -39,9 +45,26 @@ class CompiledKernel:
     cached: bool = False
 
 
-_CACHE: dict[str, CompiledKernel] = {}
-_LOCK = threading.Lock()
+def kernel_bytes(ck: CompiledKernel) -> int:
+    """What a compiled kernel holds, in bytes: its object code plus its LLVM IR, optimized LLVM IR and
+    assembly texts (ASCII: one byte a character)."""
+    return len(ck.obj) + len(ck.llvm_ir) + len(ck.llvm_ir_optimized) + len(ck.asm)
+
+
+_KERNELS: LRUCache[CompiledKernel] | None = None
+_KERNELS_LOCK = threading.Lock()
 _TM: dict[str, object] = {}
+_TM_LOCK = threading.Lock()
+
+
+def kernel_cache() -> LRUCache[CompiledKernel]:
+    """The process's kernel cache, created on first use with the limit ``PRISM_KERNEL_CACHE_BYTES``
+    (``compiler.codegen.cache.kernel_cache_limit``; raises ValueError for a malformed value)."""
+    global _KERNELS
+    with _KERNELS_LOCK:
+        if _KERNELS is None:
+            _KERNELS = LRUCache(kernel_cache_limit(), kernel_bytes)
+        return _KERNELS
 
 
 def _llvm():  # type: ignore[no-untyped-def]
@@ -53,13 +76,16 @@ def _llvm():  # type: ignore[no-untyped-def]
 
 
 def target_machine(target: Target):  # type: ignore[no-untyped-def]
-    """The (cached) llvmlite TargetMachine for ``target`` at -O3, PIC, default code model."""
-    if target.name not in _TM:
-        llvm = _llvm()
-        t = llvm.Target.from_triple(target.triple)
-        _TM[target.name] = t.create_target_machine(cpu=target.cpu, features=target.features, opt=3, reloc="pic",
-                                                   codemodel="default")
-    return _TM[target.name]
+    """The llvmlite TargetMachine for ``target`` at -O3, PIC, default code model: created once per target
+    name (under a lock, so threads compiling in parallel share one)."""
+    with _TM_LOCK:
+        tm = _TM.get(target.name)
+        if tm is None:
+            llvm = _llvm()
+            t = llvm.Target.from_triple(target.triple)
+            tm = _TM[target.name] = t.create_target_machine(cpu=target.cpu, features=target.features, opt=3,
+                                                            reloc="pic", codemodel="default")
+        return tm
 
 
 def has_fma(target: Target) -> bool:
@@ -78,12 +104,14 @@ def kernel_key(func: PrimFunc, target: Target) -> str:
 
 
 def compile_kernel(func: PrimFunc, target: Target) -> CompiledKernel:
-    """Compile ``func`` for ``target`` (cached). Raises CompileError(stage="codegen", kernel=...)."""
+    """Compile ``func`` for ``target`` through :func:`kernel_cache` (a hit has ``cached`` True and
+    ``compile_ms`` 0.0). Raises CompileError(stage="codegen", kernel=...) when LLVM rejects it."""
     key = kernel_key(func, target)
-    with _LOCK:
-        hit = _CACHE.get(key)
-    if hit is not None:
-        return CompiledKernel(hit.symbol, hit.llvm_ir, hit.llvm_ir_optimized, hit.asm, hit.obj, 0.0, True)
+    ck, hit = kernel_cache().get_or_create(key, lambda: _compile(func, target, key))
+    return replace(ck, compile_ms=0.0, cached=True) if hit else ck
+
+
+def _compile(func: PrimFunc, target: Target, key: str) -> CompiledKernel:
     t0 = time.perf_counter()
     llvm = _llvm()
     symbol = "prism_k_" + key[:16]
@@ -112,7 +140,4 @@ def compile_kernel(func: PrimFunc, target: Target) -> CompiledKernel:
     except Exception as e:  # LLVM verifier / backend errors
         raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {str(e).splitlines()[0] if str(e) else e}",
                            kernel=func.name) from e
-    out = CompiledKernel(symbol, text, opt, asm, obj, (time.perf_counter() - t0) * 1e3)
-    with _LOCK:
-        _CACHE[key] = out
-    return out
+    return CompiledKernel(symbol, text, opt, asm, obj, (time.perf_counter() - t0) * 1e3)
