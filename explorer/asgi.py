@@ -13,7 +13,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from explorer.accounts.ws_auth import ws_auth  # noqa: E402
 from explorer.compilations.routing import websocket_urlpatterns  # noqa: E402
+from explorer.web import bounded  # noqa: E402
 from explorer.web.asgi import BodyLimit, OriginCheck  # noqa: E402
+
+bounded.install()  # under daphne: request bodies bounded before they are read (explorer/web/bounded.py)
 
 application = ProtocolTypeRouter(
     {
