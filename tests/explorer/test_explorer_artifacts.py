@@ -10,6 +10,10 @@ from __future__ import annotations
 import ctypes
 import io
 import json
+import os
+import shlex
+import subprocess
+import sys
 import threading
 import zipfile
 from itertools import pairwise
@@ -29,6 +33,7 @@ from explorer.compilations.services import uploads
 from explorer.compilations.services.runs import run_compilation
 
 pytestmark = pytest.mark.timeout(600)
+REPO = Path(__file__).resolve().parents[2]
 ELF_MACHINE = {"host": 62, "aarch64": 183}  # e_machine: EM_X86_64, EM_AARCH64 (System V gABI)
 
 
@@ -152,7 +157,7 @@ def test_what_a_compilation_lacks_is_a_404_with_the_reason(client, var_dir, tmp_
     assert failed.status == "failed" and failed.error["stage"] == "import"
     listing = client.get(f"/api/compilations/{failed.id}/artifacts").json()
     assert "import" in listing["missing"]["module.o"] and "module.so" in listing["missing"]
-    assert [a["name"] for a in listing["artifacts"]] == ["report.json", "trace.json"]  # no pass ran
+    assert [a["name"] for a in listing["artifacts"]] == ["reproducer.zip", "report.json", "trace.json"]  # no pass ran
     r = _get(client, failed, "module.o")
     assert r.status_code == 404 and "failed during import" in r.json()["error"] and r.json()["artifact"] == "module.o"
     assert _get(client, failed, "pass-0-fold-qdq.onnx").status_code == 404
@@ -252,3 +257,38 @@ def test_the_traces_are_chrome_trace_event_json(client, var_dir, tmp_path):
     assert all(a["ts"] + a["dur"] == pytest.approx(b["ts"], abs=1e-3) for a, b in pairwise(kernels))
     (model,) = [e for e in run if e["cat"] == "model"]
     assert model["dur"] == pytest.approx(report["timing"]["prism_ms"] * 1e3, abs=1e-3)
+
+
+@pytest.mark.django_db
+def test_a_failed_compilations_reproducer_fails_the_same_way(client, var_dir, tmp_path):
+    comp = _compiled(_if_model(tmp_path / "fails.onnx"))
+    error = comp.error
+    listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
+    assert listing["artifacts"][0]["name"] == "reproducer.zip"
+    zf = zipfile.ZipFile(io.BytesIO(_get(client, comp, "reproducer.zip").content))
+    assert sorted(zf.namelist()) == ["README.txt", "command.txt", "failure.json", "model.onnx"]
+    work = tmp_path / "repro"
+    zf.extractall(work)
+    (command,) = (work / "command.txt").read_text().splitlines()  # one line
+    assert command.startswith("python -m compiler compile model.onnx --target host --pipeline ")
+    cut = onnx.load(work / "model.onnx")
+    onnx.checker.check_model(cut)
+    assert [n.name for n in cut.graph.node] == ["late_failure"]  # the failing node alone
+    argv = shlex.split(command)
+    proc = subprocess.run([sys.executable, *argv[1:]], cwd=work, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {error['stage']}: ")
+    assert f"[node {error['node']}]" in proc.stderr
+    assert json.loads(zf.read("failure.json")) == error
+
+
+@pytest.mark.django_db
+def test_a_service_failure_has_no_reproducer(client, var_dir, make_compilation):
+    from explorer.compilations.services.events import append_failure
+
+    comp = make_compilation(id="qlost123")
+    append_failure(comp.id, reason="queue_lost", stage="queue", message="lost 3 times")
+    listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
+    assert "not the compiler" in listing["missing"]["reproducer.zip"]
+    assert _get(client, comp, "reproducer.zip").status_code == 404

@@ -84,6 +84,13 @@ def catalogue(comp: Compilation, events: list[dict] | None = None) -> tuple[list
                               "Chrome trace of one timed run: each kernel's median time in execution order"))
     else:
         missing["run-trace.json"] = f"no kernel was timed: {ended if failed else 'the benchmark did not run'}"
+    if failed is not None and not failed.get("reason"):
+        found.insert(0, Artifact("reproducer.zip", "reproducer", "application/zip",
+                                 "the model (or the failing node alone), the pipeline cut after the failing pass and "
+                                 "the one-line command that fails the same way"))
+    elif failed is not None:
+        missing["reproducer.zip"] = (f"the service ended this compilation ({failed['reason']}), not the compiler: "
+                                     "there is no compiler failure to reproduce")
     for e in events:
         if e["type"] == "pass.finished":
             found.append(Artifact(f"pass-{e['index']}-{e['name']}.onnx", "model", ONNX,
@@ -118,6 +125,8 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
 
         make = trace.compilation_trace if name == "trace.json" else trace.run_trace
         return lambda: json.dumps(make(events)).encode()
+    if name == "reproducer.zip":
+        return lambda: _reproducer(comp, events)
     if name == "kernels.zip":
         return lambda: A.kernel_sources_zip(events)
     if name == "module.o":
@@ -130,6 +139,21 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
     return lambda: A.model_after_pass(comp.model.file.path, target=comp.target, pipeline=comp.pipeline, index=index,
                                       input_shapes=comp.input_shapes or None,
                                       calibration_data=calibration_path(comp.options)).SerializeToString()
+
+
+def _reproducer(comp: Compilation, events: list[dict]) -> bytes:
+    from compiler.reproducer import reproducer_zip
+
+    failure = next(e for e in events if e["type"] == "compile.failed")
+    payload = {k: v for k, v in failure.items() if k not in ("seq", "type", "ts")}
+    started = [int(e["index"]) for e in events if e["type"] == "pass.started"]
+    finished = {int(e["index"]) for e in events if e["type"] == "pass.finished"}
+    failed_pass = started[-1] if started and started[-1] not in finished and failure.get("stage") == "passes" else None
+    with comp.model.file.open("rb") as f:
+        model = f.read()
+    return reproducer_zip(model, failure=payload, target=comp.target, pipeline=comp.pipeline, failed_pass=failed_pass,
+                          input_shapes=comp.input_shapes or None, input_values=comp.options.get("input_values") or None,
+                          options=comp.options)
 
 
 def _directory(comp: Compilation) -> Path:
