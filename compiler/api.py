@@ -25,6 +25,7 @@ from .passes import list_passes as _list_passes
 from .passes.pipeline import list_pipelines as _list_pipelines
 from .passes.pipeline import parse_pipeline
 from .result import REPORT_VERSION, CompileResult, json_default
+from .runtime.pool import check_threads
 from .version import __version__
 
 __all__ = ["REPORT_VERSION", "STAGE_KEYS", "CompileResult", "__version__", "check_target", "compile",
@@ -69,16 +70,18 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
 
 def validate_request(model: ModelSource, *, target: str, pipeline: str,
                      input_shapes: Mapping[str, Sequence[int]] | None, calibration_data: Any = None,
-                     input_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     input_values: Mapping[str, Any] | None = None, threads: int | None = None) -> dict[str, Any]:
     """Check a compile request without compiling.
 
     Returns ``{"target", "pipeline": expanded text, "input_shapes": {input: [int, ...]} for every
     input not bound to a value}`` and, when ``input_values`` binds any, ``"input_values": {input:
     [value, ...]}`` (flat, C order, in the input's type). Raises CompileError(stage="request") naming an unknown target, pass or option (with
     the valid ones), each unbound dim, or the input of a bad input value (unknown name, wrong count,
-    a value its type cannot hold); CompileError(stage="import") for a bad model.
+    a value its type cannot hold), or ``threads`` outside 1..the CPUs this process may use (given, it
+    is ``"threads"`` of the result); CompileError(stage="import") for a bad model.
     """
     check_target(target)
+    n_threads = check_threads(threads)
     text = parse_pipeline(pipeline).text()
     proto, _ = read_model(resolve_model(model))
     proto, values = bind_input_values(proto, input_values, input_shapes)
@@ -88,6 +91,8 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
     graph = import_model(proto)
     bound = bind_input_shapes(graph, input_shapes, stage="request")
     out: dict[str, Any] = {"target": target, "pipeline": text, "input_shapes": bound}
+    if threads is not None:
+        out["threads"] = n_threads
     if values:
         out["input_values"] = {k: v.reshape(-1).tolist() for k, v in values.items()}
     if calibration_data is not None:  # arrays named and shaped as the graph inputs (compiler.quant.calibrate)
@@ -112,6 +117,7 @@ def compile(
     check_passes: bool = False,
     backend: bool = True,
     calibration_data: Any = None,
+    threads: int | None = None,
 ) -> CompileResult:
     """Compile an ONNX model (bytes, path, ``ModelProto`` or a sample name) for ``target`` with
     ``pipeline``.
@@ -143,8 +149,14 @@ def compile(
     ``calibration_data`` (a path to an ``.npz``, its bytes, or ``{input: array [samples, *shape]}``) feeds
     the ``quantize`` pass (``compiler.quant.calibrate``); a pipeline with ``quantize`` emits
     ``model.accuracy`` after the passes and verifies against ONNX Runtime running the equivalent QDQ model.
+
+    ``threads``: the threads the compiled model's parallel loops run on (Prism's pool,
+    ``compiler.runtime.pool``), and ONNX Runtime's intra-op threads beside it; 1..the CPUs this process
+    may use (``os.sched_getaffinity``), None for all of them. Outside that range: ``compile.failed``
+    at stage ``request``. ``model.timed`` and ``kernel.timed`` carry ``threads``, and with more than one
+    the 1-thread times ``prism_ms_1t`` / ``median_us_1t``.
     """
     return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
                                  input_values=input_values, verify=verify,
                                  benchmark=benchmark, check_passes=check_passes, backend=backend,
-                                 calibration_data=calibration_data), on_event)
+                                 calibration_data=calibration_data, threads=threads), on_event)

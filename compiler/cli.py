@@ -25,6 +25,7 @@ from .errors import CompileError
 from .frontend import parse_input_shape
 from .frontend.input_values import parse_input_value
 from .result import json_default
+from .runtime.pool import available_threads, check_threads
 
 
 def _mib(n: Any) -> str:
@@ -121,13 +122,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
     values = dict(parse_input_value(text) for text in args.input_value or []) or None
+    check_threads(args.threads)  # a one-line usage error before anything is read
     if args.random_weights is not None:
         model = samples.randomized(model, seed=args.random_weights)  # type: ignore[assignment]
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            input_values=values, on_event=on_event, verify=args.verify, benchmark=args.benchmark,
                            check_passes=args.check_passes, backend=not args.no_backend,
-                           calibration_data=args.calibration_data)
+                           calibration_data=args.calibration_data, threads=args.threads)
     report = result.to_dict()
     if args.emit_dir:
         _emit_files(Path(args.emit_dir), report, result.events)
@@ -175,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-backend", action="store_true", help="stop after the graph passes")
     c.add_argument("--calibration-data", metavar="FILE.npz",
                    help="calibration inputs of the quantize pass: one array per graph input, samples first")
+    c.add_argument("--threads", type=int, metavar="N",
+                   help="threads of the compiled model's parallel loops and of ONNX Runtime beside it "
+                   f"(1..{available_threads()}; default all the CPUs this process may use)")
     c.set_defaults(func=cmd_compile)
     i = sub.add_parser("inspect", help="describe a model's inputs and outputs")
     i.add_argument("model")

@@ -2,8 +2,9 @@
 
 One :class:`~compiler.loops.ir.PrimFunc` becomes ``void @sym(ptr %p0, ptr %p1, ...)``; buffers are
 addressed with ``getelementptr`` on the element type only (no ``ptrtoint``/``inttoptr``: LLVM 22's
-unroller can miscompile that). Loop kinds: ``serial`` and ``parallel`` (run serially: one thread)
-become a counted loop with a phi; ``unrolled`` repeats the body with the variable bound to each
+unroller can miscompile that). Loop kinds: ``serial`` becomes a counted loop with a phi; ``parallel``
+a task function launched on the runtime's thread pool (``compiler.codegen.parallel``; a counted loop
+where it cannot be outlined); ``unrolled`` repeats the body with the variable bound to each
 constant; ``vectorized`` evaluates its whole body lane-wise: the loop variable is ``base + <0..L-1>``
 with L the loop extent, or chunks of the target's f32 width when the extent is a multiple of it.
 In a vectorized body a load whose flat offset is ``1 * var + invariant`` is one vector load,
@@ -51,6 +52,7 @@ from ..loops.ir import (
 )
 from ..loops.ir import linear_coeff as _linear
 from .intrinsics import Intrinsics, _suffix
+from .parallel import emit_parallel
 
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -104,6 +106,8 @@ class _V:
 class KernelCodegen:
     """Emits one PrimFunc into ``module`` as function ``symbol``; ``width`` = f32 lanes per vector."""
 
+    V = _V  # an SSA value with its lane count (for compiler.codegen.parallel)
+
     def __init__(self, module: ir.Module, func: PrimFunc, symbol: str, width: int, fma: bool = True,
                  features: frozenset[str] = frozenset()) -> None:
         self.m, self.f, self.width, self.fma = module, func, width, fma
@@ -116,6 +120,7 @@ class KernelCodegen:
         self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
         self.intr = Intrinsics(module, fma, features)
         self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
+        self.in_task, self.n_tasks = False, 0  # inside an outlined parallel body; bodies outlined so far
 
     def emit(self) -> ir.Function:
         self._stmt(self.f.body)
@@ -221,6 +226,8 @@ class KernelCodegen:
             else:
                 self._loop(chunks, lambda i: body(self.b.mul(i, I64(lanes))), name)
             self.vec = None
+            return
+        if s.kind == "parallel" and emit_parallel(self, s):
             return
         self._loop(s.extent, lambda i: (self.env.__setitem__(name, _V(i, 1)), self._stmt(s.body)), name)
 

@@ -23,6 +23,7 @@ from ..loops.printer import print_func, print_schedule
 from ..schedule import schedule_kernel
 from ..schedule.int8 import try_int8
 from ..schedule.microkernel import try_microkernel
+from ..schedule.parallel import plan_parallel
 from ..targets import Target
 from .state import Compilation
 
@@ -107,6 +108,7 @@ def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
         if lk is None:
             lk = lower_group(node, name, opset)
             schedule_kernel(lk, target)
+        plan_parallel(lk.func)
         out.append(lk)
     return out
 

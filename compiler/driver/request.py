@@ -24,14 +24,17 @@ from ..frontend.narrow_types import legalize, uses_narrow_types
 from ..ops.narrow import DOMAIN, OP
 from ..passes.pipeline import parse_pipeline
 from ..runtime.narrow_io import describe_storage, storage_io
+from ..runtime.pool import check_threads
 from ..version import __version__
 from .state import Compilation
 
 
 def check_request(comp: Compilation) -> None:
     """Stage ``request``: the target exists and runs here (for a back end that runs code), and the
-    pipeline parses. Raises CompileError(stage="request") naming the unknown target, pass or option."""
+    pipeline parses, and ``threads`` is within 1..the CPUs this process may use. Raises
+    CompileError(stage="request") naming the unknown target, pass or option, or the thread limit."""
     req = comp.request
+    check_threads(req.threads)
     comp.target = targets.get_target(req.target)
     targets.check_runnable(comp.target)
     comp.pipeline = parse_pipeline(req.pipeline)

@@ -4,7 +4,9 @@
 plan: :func:`link_program`), the one description every runtime path runs. ``run`` runs it in a child
 process against ONNX Runtime on the same seeded inputs (``compiler.runtime.runner``):
 ``kernel.timed`` per kernel and ``model.timed`` (Prism through its entry function vs ONNX Runtime;
-``prism_kernel_calls_ms``: the same kernels one ``ctypes`` call each, ``compiler.runtime.timing``). ``verify`` emits
+``prism_kernel_calls_ms``: the same kernels one ``ctypes`` call each, ``compiler.runtime.timing``), both
+at ``threads`` threads (ONNX Runtime at as many intra-op threads), with ``median_us_1t`` per kernel and
+``prism_ms_1t`` at one thread when ``threads`` > 1. ``verify`` emits
 ``model.verified`` from that run's comparison.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 from ..errors import CompileError
 from ..ir import Graph
 from ..passes.plan_memory import MemoryPlan, liveness, place
+from ..runtime.pool import check_threads
 from ..runtime.program import Program, link
 from ..runtime.runner import measure_program
 from .state import Compilation
@@ -44,6 +47,7 @@ def link_stage(comp: Compilation) -> None:
     """Stage ``link``: ``comp.program``."""
     assert comp.graph is not None and comp.pipeline is not None
     comp.program = link_program(comp.graph, comp.ctx, comp.kernels, comp.compiled, comp.pipeline.text(), comp.target)
+    comp.program.threads = check_threads(comp.request.threads)
 
 
 def run(comp: Compilation) -> None:
@@ -74,8 +78,10 @@ def run(comp: Compilation) -> None:
         lk = by_name[kt["name"]]
         us = max(kt["median_us"], 1e-3)
         flops, nbytes = int(lk.func.attrs.get("flops", 0)), int(lk.func.attrs.get("bytes", 0))
+        one = {"median_us_1t": round(kt["median_us_1t"], 3)} if "median_us_1t" in kt else {}
         comp.events.emit("kernel.timed", kernel=lk.name, median_us=round(us, 3), flops=flops, bytes=nbytes,
-                         gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3))
+                         gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3),
+                         threads=comp.program.threads, **one)
     if req.benchmark and "prism_ms" in res:
         ort_ms = res.get("onnxruntime_ms")
         int8: dict = {}
@@ -89,7 +95,9 @@ def run(comp: Compilation) -> None:
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
                          ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"],
-                         prism_kernel_calls_ms=round(res.get("prism_kernel_calls_ms", res["prism_ms"]), 4), **int8)
+                         prism_kernel_calls_ms=round(res.get("prism_kernel_calls_ms", res["prism_ms"]), 4),
+                         threads=comp.program.threads,
+                         **({"prism_ms_1t": round(res["prism_ms_1t"], 4)} if "prism_ms_1t" in res else {}), **int8)
 
 
 def verify(comp: Compilation) -> None:

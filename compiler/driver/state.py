@@ -47,6 +47,8 @@ class Request:
         kernel_events: emit ``kernel.lowered``/``kernel.compiled`` (their loop IR, LLVM IR and
             assembly texts); the ONNX backend, which keeps no events, does not print them.
         codegen_threads: kernels compiled at once (llvmlite releases the GIL inside LLVM).
+        threads: the threads the program's parallel loops, and ONNX Runtime beside it, run on
+            (1..the CPUs this process may use; None: all of them, ``os.sched_getaffinity``).
     """
 
     model: ModelSource
@@ -62,6 +64,7 @@ class Request:
     upgrade_opset: bool = False
     kernel_events: bool = True
     codegen_threads: int = 2
+    threads: int | None = None
     calibration_data: Any = None  # the quantize pass's calibration inputs (compiler.quant.calibrate)
 
 

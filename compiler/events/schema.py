@@ -252,6 +252,8 @@ class KernelTimed(TypedDict):
     bytes: int
     gflops: Number
     gbps: Number
+    threads: NotRequired[Annotated[int, Doc("The threads median_us was measured at (Prism's pool; compile option threads).")]]
+    median_us_1t: NotRequired[Annotated[Number, Doc("The same kernel's median time at 1 thread, when threads > 1.")]]
 
 
 class ModelTimed(TypedDict):
@@ -261,6 +263,9 @@ class ModelTimed(TypedDict):
     repeats: int
     prism_kernel_calls_ms: NotRequired[Annotated[Number, Doc(
         "The same kernels run one ctypes call each from Python (prism_ms: one call of the entry function).")]]
+    threads: NotRequired[Annotated[int, Doc(
+        "The threads Prism's parallel loops and ONNX Runtime's intra-op pool ran on, in the same child.")]]
+    prism_ms_1t: NotRequired[Annotated[Number, Doc("prism_ms at 1 thread, when threads > 1.")]]
     precision: NotRequired[Annotated[str, Doc('Present for a quantized compilation: the precision Prism ran at ("int8").')]]
     onnxruntime_int8_ms: NotRequired[Annotated[Number | None, Doc("ONNX Runtime on the equivalent QDQ model, same run.")]]
     ratio_int8: NotRequired[Annotated[Number | None, Doc("prism_ms / onnxruntime_int8_ms.")]]

@@ -9,7 +9,7 @@ the arena, inputs, constants, scratch) and runs its kernels once, appending ``st
 each to ``DIR/progress`` so that if generated code kills the process the parent knows which kernel
 was running. Without ``measure`` (the ONNX backend's executor, ``compiler.runtime.execute``) it
 writes the graph outputs to ``DIR/outputs.pkl``. With it (``compiler.runtime.runner``) it runs ONNX
-Runtime (``DIR/model.onnx``, CPU, 1 intra-op thread, sequential) on the same inputs, compares (bounded
+Runtime (``DIR/model.onnx``, CPU, as many intra-op threads as the program's parallel loops, sequential) on the same inputs, compares (bounded
 outputs cut to their counts first: ``compiler.frontend.bounded.trim_outputs``), times (warm-up,
 repeats, medians; Prism and ONNX Runtime runs alternate so that both see the same load:
 ``compiler.runtime.timing``) and writes ``DIR/result.json``.
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.runtime.timing import repeats_for, time_rounds
+from compiler.runtime.timing import one_thread, ort_options, repeats_for, time_rounds
 
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
 # sigmoid tail (logits -55..-10) its output is off the float64 value by up to 1.2e-7 absolute (ours:
@@ -78,10 +78,7 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
     if man["verify"] or man["benchmark"]:
         import onnxruntime as ort
 
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so = ort_options(ort, bound.threads)
         if man.get("ort_no_opt"):  # a QDQ reference run as written (compiler.quant.evaluate)
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:  # a narrow type may have no CPU kernel there (bfloat16, float8 ...): not verified, said so
@@ -112,15 +109,17 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
                 result["outputs"][name]["storage"] = type_name(elem)
     if man["benchmark"]:
         repeats = repeats_for(bound.run, man)
-        timed = _timing_sessions(d, man, sess)  # [(result key, session)]: the model itself, or FP32 and INT8
+        timed = _timing_sessions(d, man, sess, bound.threads)  # [(key, session)]: the model, or FP32 and INT8
         result.update(time_rounds(bound, timed, ort_feed, repeats))
+        if bound.threads > 1:  # each kernel's and the model's time at 1 thread beside them
+            result.update(one_thread(bound, max(3, repeats // 3), result["kernels"]))
     return result
 
 
-def _timing_sessions(d: Path, man: dict[str, Any], sess: Any) -> list[tuple[str, Any]]:
+def _timing_sessions(d: Path, man: dict[str, Any], sess: Any, threads: int) -> list[tuple[str, Any]]:
     """The ONNX Runtime sessions timed beside Prism: ``[("onnxruntime_ms", the verified model)]``, or, when
     ``man["timing_models"]`` names files (a quantized compilation: ``{"onnxruntime_ms": FP32 model,
-    "onnxruntime_int8_ms": QDQ model}``), one fully optimized session (1 thread) per file."""
+    "onnxruntime_int8_ms": QDQ model}``), one fully optimized session (``threads`` intra-op threads) per file."""
     models = man.get("timing_models") or {}
     if not models:
         return [("onnxruntime_ms", sess)] if sess is not None else []
@@ -128,10 +127,7 @@ def _timing_sessions(d: Path, man: dict[str, Any], sess: Any) -> list[tuple[str,
 
     out = []
     for key, name in models.items():
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so = ort_options(ort, threads)
         try:
             out.append((key, _session(ort, d / name, so, {})))
         except Exception:  # onnxruntime's errors have no common base class; that figure is then absent

@@ -2,7 +2,8 @@
 
 :class:`JitModule` takes ELF objects (one per distinct kernel, from
 ``compiler.codegen.compile.compile_kernel``), links them into one MCJIT engine once, and hands out
-``ctypes`` function pointers ``void f(void*, ...)``. Buffers are passed as the data pointers of
+``ctypes`` function pointers ``void f(void*, ...)``. The process's thread pool
+(``compiler.runtime.pool``) is loaded first, so that kernels' parallel launches resolve to it. Buffers are passed as the data pointers of
 C-contiguous numpy arrays; the caller keeps the arrays alive.
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .pool import load as load_pool
+
 
 class JitModule:
     """Objects -> callable kernels. ``call(symbol, arrays)`` runs one kernel."""
@@ -21,6 +24,7 @@ class JitModule:
     def __init__(self, objects: Iterable[bytes]) -> None:
         import llvmlite.binding as llvm
 
+        load_pool()  # the thread pool first: kernels' prism_parallel_for resolves to it (compiler.runtime.pool)
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()

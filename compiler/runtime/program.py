@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import CompileError
 from ..targets import get_target
 from .buffers import aligned as _aligned
+from .pool import available_threads, set_threads
 
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
              "bool": "bool", "f16": "float16", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
@@ -59,6 +60,8 @@ class Program:
             in order), its object among ``objects``; ``entry_layout`` its slot table. Empty for a
             program without kernels.
         const_names: the graph value each of ``consts`` holds (its layout may differ: packed weights).
+        threads: the threads its parallel loops run on (``compiler.runtime.pool``; None: all this
+            process may use, ``os.sched_getaffinity``).
     """
 
     objects: dict[str, bytes] = field(default_factory=dict)
@@ -72,6 +75,7 @@ class Program:
     entry: str = ""
     entry_layout: Any = None
     const_names: list[str] = field(default_factory=list)
+    threads: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -190,6 +194,7 @@ class Bound:
         calls: ``[(kernel name, ctypes function, pointer tuple)]`` in execution order; a timing loop
             may call them again (the buffers stay alive as long as this object).
         inputs: ``{name: array}`` of the checked inputs.
+        threads: the threads its parallel loops run on (``Program.threads``; the pool is set to it).
         entry: the entry function bound to this memory (a no-argument callable: one native call runs
             every kernel), or None for a program without kernels.
     """
@@ -198,6 +203,9 @@ class Bound:
         self.prog = prog
         self.inputs = dict(zip([n for n, _, _ in prog.inputs], check_inputs(prog, inputs), strict=True))
         jit = jit_for(prog)
+        self.threads = prog.threads or available_threads()
+        if jit is not None:
+            set_threads(self.threads)
         arena = _aligned(max(prog.arena_bytes, 64))
         self._arrays: dict[str, np.ndarray] = {}
         for name, b in prog.values.items():

@@ -12,6 +12,10 @@ machine load:
    (timer reads included);
 3. every ONNX Runtime session (``onnxruntime_ms`` ...), same inputs.
 
+Prism's parallel loops and ONNX Runtime's intra-op pool run on the same number of threads
+(``Program.threads``: :func:`ort_options`). With more than one, :func:`one_thread` then times the
+kernels and the model again on one thread (``median_us_1t``, ``prism_ms_1t``).
+
 All medians; times in ms (model) and µs (kernels).
 """
 
@@ -22,6 +26,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .pool import set_threads
+
+
+def ort_options(ort: Any, threads: int) -> Any:
+    """ONNX Runtime session options at ``threads`` intra-op threads (and one inter-op thread,
+    sequential execution): the same thread count as Prism's run."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return so
 
 
 def repeats_for(run: Callable[[], None], man: dict[str, Any]) -> int:
@@ -69,3 +85,28 @@ def time_rounds(bound: Any, sessions: list[tuple[str, Any]], feed: dict[str, np.
         if ts:
             out[key] = float(np.median(ts)) / 1e6
     return out
+
+
+def one_thread(bound: Any, repeats: int, kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """``repeats`` rounds of ``bound`` with the pool at one thread (entry function, then each kernel
+    timed), the pool restored to ``bound.threads`` after. Adds ``median_us_1t`` to each of
+    ``kernels`` (``time_rounds``' list, same order) and returns ``{"prism_ms_1t": median ms}``."""
+    set_threads(1)
+    try:
+        pc = time.perf_counter_ns
+        per: list[list[int]] = [[] for _ in bound.calls]
+        entry: list[int] = []
+        bound.run()
+        for _ in range(repeats):
+            t = pc()
+            bound.run()
+            entry.append(pc() - t)
+            for j, (_, fn, ptrs) in enumerate(bound.calls):
+                t = pc()
+                fn(*ptrs)
+                per[j].append(pc() - t)
+    finally:
+        set_threads(bound.threads)
+    for k, p in zip(kernels, per, strict=True):
+        k["median_us_1t"] = float(np.median(p)) / 1e3
+    return {"prism_ms_1t": float(np.median(entry)) / 1e6}

@@ -84,7 +84,8 @@ export interface CreateCompilation {
   input_values?: Record<string, number[]>;
   /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */
   visibility?: "private" | "unlisted" | "public";
-  /** verify/benchmark booleans and `calibration` (the sha256 of uploaded calibration data). */
+  /** verify/benchmark booleans, `calibration` (the sha256 of uploaded calibration data) and `threads`
+   * (the compiled model's and ONNX Runtime's threads; absent: all the worker's CPUs). */
   options?: Record<string, unknown>;
 }
 

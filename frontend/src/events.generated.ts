@@ -188,6 +188,10 @@ export interface KernelTimed extends EventBase {
   bytes: number;
   gflops: number;
   gbps: number;
+  /** The threads median_us was measured at (Prism's pool; compile option threads). */
+  threads?: number;
+  /** The same kernel's median time at 1 thread, when threads > 1. */
+  median_us_1t?: number;
 }
 
 export interface ModelTimed extends EventBase {
@@ -200,6 +204,10 @@ export interface ModelTimed extends EventBase {
   repeats: number;
   /** The same kernels run one ctypes call each from Python (prism_ms: one call of the entry function). */
   prism_kernel_calls_ms?: number;
+  /** The threads Prism's parallel loops and ONNX Runtime's intra-op pool ran on, in the same child. */
+  threads?: number;
+  /** prism_ms at 1 thread, when threads > 1. */
+  prism_ms_1t?: number;
   /** Present for a quantized compilation: the precision Prism ran at ("int8"). */
   precision?: string;
   /** ONNX Runtime on the equivalent QDQ model, same run. */

@@ -7,6 +7,10 @@ export interface KernelRow {
   ops: string[];
   kind: string;
   us: number | null;
+  /** The kernel's time at 1 thread (µs), when it was timed at more; null otherwise. */
+  us1: number | null;
+  /** The threads `us` was measured at; null when not timed or not said. */
+  threads: number | null;
   /** Fraction of the sum of all timed kernels, 0..1. */
   share: number | null;
   gflops: number | null;
@@ -14,7 +18,7 @@ export interface KernelRow {
   status: "lowered" | "compiled" | "timed" | "grouped";
 }
 
-export type SortKey = "kernel" | "ops" | "us" | "share" | "gflops" | "gbps";
+export type SortKey = "kernel" | "ops" | "us" | "us1" | "share" | "gflops" | "gbps";
 
 export function kernelRows(state: CompilationState): KernelRow[] {
   const opOf = new Map<string, string>();
@@ -35,6 +39,8 @@ export function kernelRows(state: CompilationState): KernelRow[] {
       ops: (g?.nodes ?? []).map((n) => opOf.get(n) ?? "?"),
       kind: g?.kind ?? "",
       us,
+      us1: k?.timed?.median_us_1t ?? null,
+      threads: k?.timed?.threads ?? null,
       share: us !== null && total > 0 ? us / total : null,
       gflops: k?.timed?.gflops ?? null,
       gbps: k?.timed?.gbps ?? null,

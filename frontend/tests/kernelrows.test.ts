@@ -7,7 +7,19 @@ import { EVENTS } from "./fixture";
 describe("kernel rows", () => {
   it("joins groups, lowering and timings", () => {
     const rows = kernelRows(reduceAll(EVENTS));
-    expect(rows).toEqual([{ kernel: "fused_conv1_relu1", ops: ["Conv", "Relu"], kind: "out-elementwise-fusable", us: 40, share: 1, gflops: 0.025, gbps: 0.05, status: "timed" }]);
+    expect(rows).toEqual([{ kernel: "fused_conv1_relu1", ops: ["Conv", "Relu"], kind: "out-elementwise-fusable", us: 40, us1: null, threads: null, share: 1, gflops: 0.025, gbps: 0.05, status: "timed" }]);
+  });
+
+  it("carries the thread count and the 1-thread time, sortable", () => {
+    const extra: CompileEvent[] = [
+      { seq: 13, type: "kernel.timed", ts: 0, kernel: "b", median_us: 10, flops: 0, bytes: 0, gflops: 1, gbps: 2, threads: 2, median_us_1t: 19 },
+      { seq: 14, type: "kernel.timed", ts: 0, kernel: "a", median_us: 12, flops: 0, bytes: 0, gflops: 1, gbps: 2, threads: 2, median_us_1t: 12.5 },
+    ];
+    const rows = kernelRows(reduceAll([...EVENTS.slice(0, 12), ...extra.map((e, i) => ({ ...e, seq: 12 + i }))]));
+    const b = rows.find((r) => r.kernel === "b");
+    expect(b?.us1).toBe(19);
+    expect(b?.threads).toBe(2);
+    expect(sortRows(rows, "us1", true).map((r) => r.kernel)).toEqual(["b", "a", "fused_conv1_relu1"]);
   });
 
   it("sorts by time with untimed kernels last", () => {

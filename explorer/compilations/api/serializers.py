@@ -91,8 +91,9 @@ class CompilationRequest(serializers.Serializer):
     )
     options = serializers.DictField(
         required=False,
-        help_text='{"verify": true, "benchmark": true, "calibration": "<sha256 from POST /api/calibrations>"}; '
-                  "verify/benchmark booleans (checked by the submission service)",
+        help_text='{"verify": true, "benchmark": true, "calibration": "<sha256 from POST /api/calibrations>", '
+                  '"threads": 2}; verify/benchmark booleans, threads 1..the worker\'s CPUs (default all; checked '
+                  "by the submission service and the compiler)",
     )
     cache = serializers.BooleanField(default=True, help_text="false: always compile again")
     visibility = serializers.ChoiceField(

@@ -170,6 +170,7 @@ def run_compilation(
             verify=bool(comp.options.get("verify", True)),
             benchmark=bool(comp.options.get("benchmark", True)),
             calibration_data=calibration_path(comp.options),
+            threads=comp.options.get("threads"),
         )
     except CompilationSuperseded:
         log.warning("compilation %s was reaped while running; stopped", compilation_id)

@@ -41,14 +41,20 @@ def cache_key(sha256: str, target: str, pipeline: str, input_shapes: dict, optio
 
 def normalize_options(options: dict | None) -> dict:
     """`{"verify": bool, "benchmark": bool}` with defaults, plus `calibration` (the sha256 of uploaded
-    calibration data) when given; raises InvalidRequest for others."""
+    calibration data) and `threads` (a positive integer: the compiled model's and ONNX Runtime's
+    threads; absent: all the worker's CPUs, checked against them by the compiler) when given; raises
+    InvalidRequest for others."""
     options = dict(options or {})
-    unknown = sorted(set(options) - set(OPTION_DEFAULTS) - {"calibration"})
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS) - {"calibration", "threads"})
     if unknown:
-        raise InvalidRequest(
-            f"unknown option {unknown[0]!r}; valid options: {', '.join(sorted([*OPTION_DEFAULTS, 'calibration']))}"
-        )
+        valid = ", ".join(sorted([*OPTION_DEFAULTS, "calibration", "threads"]))
+        raise InvalidRequest(f"unknown option {unknown[0]!r}; valid options: {valid}")
     out = dict(OPTION_DEFAULTS)
+    threads = options.pop("threads", None)
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InvalidRequest(f"option 'threads' must be a positive integer, got {threads!r}")
+        out["threads"] = threads
     cal = options.pop("calibration", None)
     if cal is not None:  # the sha256 of calibration data uploaded with POST /api/calibrations
         from explorer.compilations.services.calibration import path_for
@@ -102,6 +108,7 @@ def create_compilation(
         req = compiler.validate_request(
             model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes,
             calibration_data=calibration_path(opts), input_values=input_values or None,
+            threads=opts.get("threads"),
         )
     except compiler.CompileError as exc:
         raise InvalidRequest(exc.message, exc.to_dict()) from exc

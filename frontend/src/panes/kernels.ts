@@ -16,10 +16,11 @@ import type { Pane, PaneContext } from "./types";
 const COLUMNS: { key: SortKey; label: string; numeric: boolean; title?: string }[] = [
   { key: "kernel", label: "kernel", numeric: false },
   { key: "ops", label: "ops", numeric: false },
-  { key: "us", label: "median time", numeric: true, title: "median time of one call (µs below 1 ms, else ms)" },
+  { key: "us", label: "median time", numeric: true, title: "median time of one call at the compilation's thread count (µs below 1 ms, else ms)" },
   { key: "share", label: "share", numeric: true },
   { key: "gflops", label: "GFLOP/s", numeric: true },
   { key: "gbps", label: "GB/s", numeric: true },
+  { key: "us1", label: "1 thread", numeric: true, title: "the same kernel's median time on one thread (timed when the compilation ran on more)" },
 ];
 
 const TAB_CODE: Partial<Record<KernelTab, CodeKind>> = { loop: "loop", llvm: "llvm", opt: "llvm_optimized", asm: "asm" };
@@ -79,12 +80,15 @@ export function kernelsPane(): Pane {
         h("td", { class: "num" }, r.share === null ? "–" : `${(100 * r.share).toFixed(1)}%`),
         h("td", { class: "num" }, fmtNum(r.gflops ?? undefined)),
         h("td", { class: "num" }, fmtNum(r.gbps ?? undefined)),
+        h("td", { class: "num", title: r.us1 !== null && r.us ? `${fmtNum(r.us1 / r.us)}x faster on ${r.threads} threads` : "" }, r.us1 === null ? "–" : fmtUs(r.us1)),
         h("td", { class: "chart" }, h("span", { class: "bar", style: { width: `${maxUs > 0 && r.us !== null ? (100 * r.us) / maxUs : 0}%` } })),
       );
     const timed = rows.filter((r) => r.us !== null);
     const totalUs = timed.reduce((s, r) => s + (r.us ?? 0), 0);
+    const threads = timed.find((r) => r.threads !== null)?.threads;
+    const at = threads ? ` at ${threads} thread${threads > 1 ? "s" : ""}${threads > 1 ? " (one thread in the last column)" : ""}` : "";
     replace(table,
-      h("p", { class: "muted" }, `${rows.length} kernels`, timed.length ? `, ${timed.length} timed, sum ${fmtMs(totalUs / 1000)}` : ", not timed (code only or not run yet)"),
+      h("p", { class: "muted" }, `${rows.length} kernels`, timed.length ? `, ${timed.length} timed${at}, sum ${fmtMs(totalUs / 1000)}` : ", not timed (code only or not run yet)"),
       h("table", { class: "grid" }, h("thead", null, head), h("tbody", null, ...rows.map(tr))),
     );
     const sel = table.querySelector<HTMLElement>("tr.selected");

@@ -212,6 +212,8 @@ export function startPage(): HTMLElement {
     void currentUser().then((me) => {
       if (me.user) visibility.querySelector<HTMLOptionElement>("option[value=private]")!.disabled = false;
     });
+    const threadsField = h("input", { type: "number", min: "1", step: "1", class: "threads", "aria-label": "Threads", placeholder: "all the worker's CPUs" });
+    const threadsNote = h("span", { class: "muted" }, " the compiled model's parallel loops and ONNX Runtime beside it run on this many threads");
     const submit = h("button", { class: "btn primary compile" }, "Compile");
     const msg = h("p", { class: "submit-message", role: "status" });
     submit.addEventListener("click", async () => {
@@ -225,13 +227,16 @@ export function startPage(): HTMLElement {
       } catch (e) {
         return replace(msg, errorText(e));
       }
+      const threadsText = threadsField.value.trim();
+      const threads = threadsText === "" ? null : Number(threadsText);
+      if (threads !== null && !(Number.isInteger(threads) && threads >= 1)) return replace(msg, `threads must be a positive integer, got ${threadsText}`);
       const problem = pipe.localProblem();
       if (problem) return replace(msg, problem);
       submit.disabled = true;
       msg.className = "submit-message";
       replace(msg, "Submitting…");
       try {
-        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), visibility: visibility.value as "private" | "unlisted" | "public" });
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), visibility: visibility.value as "private" | "unlisted" | "public", ...(threads !== null ? { options: { threads } } : {}) });
         navigate({ page: "compilation", id: c.id, view: "summary" });
       } catch (e) {
         submit.disabled = false;
@@ -246,6 +251,7 @@ export function startPage(): HTMLElement {
       h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"), offered.length ? h("th", { title: "Inputs whose value decides an If, a trip count or a shape: a value binds them as constants" }, "value") : null)), h("tbody", null, ...inputRows)),
       h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
       pipe.el,
+      h("div", { class: "field" }, h("label", null, "Threads "), threadsField, threadsNote),
       h("div", { class: "field" }, h("label", null, "Visibility "), visibility),
       h("div", { class: "field" }, submit, msg));
     configure.hidden = false;

@@ -1,0 +1,87 @@
+"""The parallel axis of every kernel, and the work threshold below which a kernel stays serial.
+
+Applied after a kernel's own schedule (``compiler.driver.lower.lower_graph``), to each kernel:
+
+- Kernels whose schedule already names a parallel axis keep it: the micro-kernel GEMM's row tiles
+  (``mo``: Conv output-channel blocks, MatMul/Gemm M tiles; ``compiler.schedule.gemm``), the row
+  kernels' rows (Softmax, LayerNormalization: ``compiler.schedule.rows``), depthwise Conv's groups.
+- Every other compute (elementwise, broadcast, injective, pooling, reductions: ``attrs["computes"]``,
+  the output loops of each compute of ``compiler.loops.compute``) gets its outermost output loop with
+  at least :data:`MIN_EXTENT` iterations, provided the loops around it run at most
+  :data:`MAX_LAUNCHES` times (each outer iteration is one launch); else its outermost loop of 2 or
+  more. Output loops are independent by construction (each iteration writes its own output
+  elements; reductions are inner loops), so this reorders nothing.
+- A parallel loop stays serial when one launch would carry less than :data:`MIN_TASK_US` µs of
+  work: the kernel's estimated single-thread time, ``flops / FLOP_RATE + bytes / BYTE_RATE``
+  (conservative rates for this kind of machine: ``../shared/PERFORMANCE.md``), divided by the
+  launches; a launch costs about a microsecond (waking a worker, the barrier).
+
+Each decision is a line of ``attrs["schedule"]`` (the explorer shows it with the kernel). The thread
+count is not fixed here: the generated code splits a parallel loop into as many tasks as the
+runtime's pool has threads (``compiler.codegen.parallel``), so one compiled kernel runs at any count.
+"""
+
+from __future__ import annotations
+
+from ..loops.ir import Allocate, For, If, PrimFunc, Seq, Stmt
+
+MIN_TASK_US = 10.0  # work per launch below which a loop stays serial (µs, estimated single-thread)
+FLOP_RATE = 50e3  # FLOP per µs assumed (50 GFLOP/s: vectorized but not register-tiled code)
+BYTE_RATE = 20e3  # bytes per µs assumed (20 GB/s: one core's streaming bandwidth)
+MIN_EXTENT = 8
+MAX_LAUNCHES = 16
+
+
+def estimated_us(func: PrimFunc) -> float:
+    """The single-thread time estimate of ``func`` (µs) from ``attrs["flops"]`` and ``attrs["bytes"]``."""
+    return float(func.attrs.get("flops", 0)) / FLOP_RATE + float(func.attrs.get("bytes", 0)) / BYTE_RATE
+
+
+def _loops(s: Stmt, outer: int = 1):  # type: ignore[no-untyped-def]
+    """``(For, product of the extents of the loops around it)`` for every loop, pre-order."""
+    if isinstance(s, For):
+        yield s, outer
+        yield from _loops(s.body, outer * s.extent)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from _loops(x, outer)
+    elif isinstance(s, Allocate):
+        yield from _loops(s.body, outer)
+    elif isinstance(s, If):
+        yield from _loops(s.then, outer)
+
+
+def _pick(func: PrimFunc, out_loops: list[tuple[str, int]]) -> For | None:
+    """The loop of one compute to run in parallel (module docstring), or None."""
+    names = [v for v, _ in out_loops]
+    found = {f.var.name: (f, n) for f, n in _loops(func.body) if f.kind == "serial"}
+    cands = [found.get(v) or found.get(f"{v}_o") for v in names]
+    cands_ok = [c for c in cands if c is not None and c[0].extent >= 2]
+    for f, launches in cands_ok:
+        if f.extent >= MIN_EXTENT and launches <= MAX_LAUNCHES:
+            return f
+    return cands_ok[0][0] if cands_ok else None
+
+
+def plan_parallel(func: PrimFunc) -> PrimFunc:
+    """Choose ``func``'s parallel loops in place (module docstring); returns ``func``."""
+    sched = func.attrs.setdefault("schedule", [])
+    est = estimated_us(func)
+    if not any(f.kind == "parallel" for f, _ in _loops(func.body)):
+        for out_loops in func.attrs.get("computes", []):
+            f = _pick(func, out_loops)
+            if f is not None:
+                f.kind = "parallel"
+                sched.append(f"parallel({f.var.name})  # outermost output loop: its iterations write disjoint outputs")
+    for f, launches in list(_loops(func.body)):
+        if f.kind != "parallel":
+            continue
+        per = est / max(launches, 1)
+        if per < MIN_TASK_US:
+            f.kind = "serial"
+            sched.append(f"serial({f.var.name})  # ~{per:.3g} us of work per launch ({launches} launches), below the "
+                         f"{MIN_TASK_US:g} us parallel threshold")
+        else:
+            sched.append(f"# {f.var.name}: {f.extent} iterations split into tasks over the pool's threads "
+                         f"(~{per:.3g} us per launch, {launches} launch{'es' if launches > 1 else ''})")
+    return func
