@@ -3,7 +3,8 @@
 A Conv with ``group`` > 1 whose groups are narrow (fewer output channels per group than the GEMM
 micro-kernel's register tile has rows, or ``C/group * kH * kW`` below :data:`MIN_GEMM_K`) wastes most
 of a GEMM tile: a depthwise 3x3 is a GEMM with M = 1 and K = 9 per group. This schedule computes it
-directly instead (the NCHW form of the depthwise kernels of ORT's MLAS and XNNPACK):
+directly instead (the NCHW form of the depthwise kernels of ORT's MLAS and XNNPACK). So is a
+group-1 Conv whose reduction is that short and would need an im2col buffer (a 3-channel stem):
 
 * per image and group (the ``parallel`` axis: groups write disjoint output channels and each fills
   its own slice of the scratch), the group's ``C/group`` input channels are copied once into a
@@ -59,12 +60,13 @@ MIN_GEMM_K = 32  # a GEMM with a shorter reduction spends more time loading and 
 MAX_UNROLLED_TAPS = 64
 
 
-def prefers_direct(groups: int, mg: int, k_n: int, mr: int) -> bool:
-    """Whether a grouped Conv (``mg`` output channels and ``k_n`` = C/group*kH*kW per group) runs
-    this schedule rather than the GEMM micro-kernel with an ``mr``-row register tile. (A group-1 Conv
-    with a short reduction, a 3-channel stem with K = 27, stays on the micro-kernel: measured 102 us
-    there against 145 us here for 3->16 channels, 3x3 stride 2 at 224x224.)"""
-    return groups > 1 and (mg < mr or k_n < MIN_GEMM_K)
+def prefers_direct(groups: int, mg: int, k_n: int, mr: int, im2col: bool) -> bool:
+    """Whether a Conv (``mg`` output channels and ``k_n`` = C/group*kH*kW per group) runs this
+    schedule rather than the GEMM micro-kernel with an ``mr``-row register tile: narrow groups, or
+    (any group count) a reduction shorter than :data:`MIN_GEMM_K` that would need an im2col buffer,
+    whose filling costs more than the short GEMM saves (a 3-channel stem, K = 27: 3->16 channels 3x3/2
+    at 224x224 measured 76 us here against 143 us on the micro-kernel, shared machine)."""
+    return k_n < MIN_GEMM_K and (groups > 1 or im2col) or groups > 1 and mg < mr
 
 
 def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: Buffer, ep: tuple[Expr, list[Var]],
@@ -80,7 +82,7 @@ def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: 
     _, _, oh, ow = out_buf.shape
     st, dil, pb = geom[0], geom[1], geom[2]
     sched = lk.func.attrs.setdefault("schedule", [])
-    kind = "depthwise" if cg == 1 else "grouped"
+    kind = "depthwise" if cg == 1 and groups > 1 else "grouped" if groups > 1 else f"small-K (K = {cg * kh * kw})"
     sched.append(f"# {kind} Conv {node.label}: group={groups}, {mg} output and {cg} input channels per group, "
                  f"{kh}x{kw} taps: direct schedule (a GEMM tile would have {mg} rows and K = {cg * kh * kw})")
     wbuf = add_const(lk, "wdw", np.asarray(w.const, np.float32), f"{node.label}.W [{co}, {cg}, {kh}, {kw}]")

@@ -150,7 +150,7 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     direct = kh == kw == 1 and st == [1, 1] and pb == [0, 0] and h * wd == n_n
     if scale is not None and (not direct or groups > 1):
         return None
-    if prefers_direct(groups, mg, k_n, pick_tile(co, width).mr):
+    if prefers_direct(groups, mg, k_n, pick_tile(co, width).mr, not direct):
         return direct_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb), width)
     t = pick_tile(mg, width)
     t.nv = 2

@@ -54,6 +54,7 @@ CASES = {
     "dw_hardswish": dict(c=24, co=24, hw=(7, 7), k=3, group=24, stride=2, act="HardSwish"),
     "dw_hardsigmoid": dict(c=16, co=16, hw=(9, 9), k=5, group=16, act="HardSigmoid"),
     "dw_relu6": dict(c=16, co=16, hw=(8, 8), k=3, group=16, act="Clip"),
+    "stem_3ch_stride2": dict(c=3, co=16, hw=(23, 21), k=3, group=1, stride=2, act="HardSwish"),  # K = 27
 }
 
 
@@ -63,7 +64,7 @@ def test_direct_schedule_matches_onnxruntime(case: str) -> None:
     conv = [k for k in chk.kernels if "Conv" in k.func.attrs.get("ops", [])]
     assert len(conv) == 1
     sched = "\n".join(conv[0].func.attrs["schedule"])
-    kind = "grouped" if case.startswith("grouped") else "depthwise"
+    kind = {"grouped": "grouped", "stem": "small-K (K = 27)"}.get(case.split("_")[0], "depthwise")
     assert f"# {kind} Conv" in sched and "direct schedule" in sched, sched
     if CASES[case].get("act"):
         assert len(chk.kernels) == 1, chk.kernel_names()  # the activation is the Conv's epilogue
@@ -73,6 +74,12 @@ def test_wide_groups_keep_the_gemm_micro_kernel() -> None:
     chk = check_model(conv_model(c=32, co=64, hw=(8, 8), k=3, group=2))
     sched = "\n".join(chk.kernels[0].func.attrs["schedule"])
     assert "direct schedule" not in sched and "one GEMM per group" in sched, sched
+
+
+def test_group_one_with_a_long_reduction_keeps_the_gemm_micro_kernel() -> None:
+    chk = check_model(conv_model(c=4, co=8, hw=(9, 9), k=3, group=1))  # K = 36
+    sched = "\n".join(chk.kernels[0].func.attrs["schedule"])
+    assert "direct schedule" not in sched and "im2col" in sched, sched
 
 
 def test_se_block_matches_onnxruntime() -> None:
