@@ -41,8 +41,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
 )
 from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
-from .ops_elementwise import LOWERINGS, LowerCtx
-from .ops_nn import COMPLEX_OPS
+from .ops_elementwise import LOWERINGS, LowerCtx, is_complex
 from .sequential import SEQUENTIAL
 from .tensor import Tensor, from_buffer
 
@@ -188,7 +187,7 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
                 else:
                     raise CompileError("lowering", f"{n.label}: input %{v.name} is not bound in the group",
                                        node=n.label, op=n.op_type)
-        if n.op_type in COMPLEX_OPS:
+        if is_complex(n):
             for v in ins:
                 if v is not None and upstream.get(id(v)):
                     materialize(v)
@@ -199,7 +198,7 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise CompileError("lowering", f"{n.label} ({n.op_type}): {e}", node=n.label, op=n.op_type) from e
         up = set().union(*(upstream.get(id(v), set()) for v in ins if v is not None))
-        if n.op_type in COMPLEX_OPS:
+        if is_complex(n):
             up = up | {id(n)}
         for ov, t in zip(n.outputs, outs, strict=False):
             env[id(ov)] = t

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Node
+from ..ops.registry import registry_key
 from .ir import (
     Bin,
     Buffer,
@@ -37,7 +38,14 @@ from .ir import (
 from .tensor import Tensor, broadcast_to, clamp, from_buffer, norm_axis, reshape
 
 Lower = Callable[["LowerCtx", Node, list[Tensor | None]], list[Tensor]]
+
+# The lowering registry, filled only by :func:`register` (each op module's decorators, at import).
+#: registry key (``compiler.ops.registry.registry_key``) -> lowering
 LOWERINGS: dict[str, Lower] = {}
+#: registry keys of the complex ops: their lowering reads an input at computed positions or more than
+#: once per output (reductions, windows, gathers by data, scans), so ``compiler.loops.lower`` keeps
+#: such an op's input in a scratch buffer when another complex op of the same group computes it
+COMPLEX_OPS: set[str] = set()
 
 
 class LowerCtx:
@@ -87,12 +95,24 @@ def const_input(node: Node, t: Tensor | None, what: str) -> np.ndarray:
     return np.asarray(t.const)
 
 
-def register(*names: str) -> Callable[[Lower], Lower]:
+def register(*names: str, complex_op: bool = False) -> Callable[[Lower], Lower]:
+    """Decorator: ``fn`` lowers the ops ``names`` (registry keys: ``op_type``, or ``domain.op_type`` outside
+    the default domain); ``complex_op`` puts them in :data:`COMPLEX_OPS` (a later registration of a name
+    replaces both its lowering and its kind)."""
     def deco(fn: Lower) -> Lower:
         for n in names:
             LOWERINGS[n] = fn
+            if complex_op:
+                COMPLEX_OPS.add(n)
+            else:
+                COMPLEX_OPS.discard(n)
         return fn
     return deco
+
+
+def is_complex(node: Node) -> bool:
+    """Whether ``node``'s op is in :data:`COMPLEX_OPS`."""
+    return registry_key(node) in COMPLEX_OPS
 
 
 def _f(x: float, dt: str = "f32") -> Expr:
@@ -133,7 +153,7 @@ _UNARY: dict[str, Callable[[Expr, Node], Expr]] = {
     "Not": lambda x, n: Bin("==", x, Int(0, x.dtype)),
 }
 for _name, _fn in _UNARY.items():
-    LOWERINGS[_name] = _unary(_fn)
+    register(_name)(_unary(_fn))
 
 
 @register("Gelu")
@@ -178,7 +198,7 @@ def _nary(op: str) -> Lower:
 
 
 for _name in _BINARY:
-    LOWERINGS[_name] = _nary(_name)
+    register(_name)(_nary(_name))
 
 
 @register("Clip")
@@ -383,7 +403,7 @@ def _tile(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(ctx.out_shape(node), x.dtype, lambda i: x[[floormod(i[k], x.shape[k]) for k in range(x.rank)]])]
 
 
-@register("Resize", "Upsample")
+@register("Resize", "Upsample", complex_op=True)
 def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None

@@ -16,11 +16,9 @@ from __future__ import annotations
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, register
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor
 
-COMPLEX_OPS.update({"GridSample", "DeformConv", "RoiAlign"})
 A = -0.75
 
 
@@ -60,7 +58,7 @@ def _cubic_w(t: Expr, r: Expr) -> Expr:
                                                                                            ws[3])))
 
 
-@register("GridSample")
+@register("GridSample", complex_op=True)
 def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, grid = ins[0], ins[1]
     assert x is not None and grid is not None
@@ -142,7 +140,7 @@ def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 
-@register("DeformConv")
+@register("DeformConv", complex_op=True)
 def _deform_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """DeformConv (2-D): each tap of the kernel samples X bilinearly (zero outside) at its regular
     position plus the learned offset, times the mask, as the reference's GridSample with
@@ -191,7 +189,7 @@ def _deform_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
     return [Tensor(ctx.out_shape(node), dt, fn)]
 
 
-@register("RoiAlign")
+@register("RoiAlign", complex_op=True)
 def _roi_align(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """RoiAlign with a fixed ``sampling_ratio`` (> 0): each output bin averages (``avg``) or takes the
     maximum (``max``, of the four weighted corner values per sample) of ``sampling_ratio``^2 bilinear

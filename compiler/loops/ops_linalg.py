@@ -20,11 +20,9 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, const_input, register
-from .ops_nn import COMPLEX_OPS, _geom, _window
+from .ops_nn import _geom, _window
 from .ops_reduce import red
 from .tensor import Tensor, norm_axis
-
-COMPLEX_OPS.update({"Einsum", "LpPool", "GlobalLpPool", "DFT", "Col2Im", "Det", "STFT"})
 
 
 def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
@@ -44,7 +42,7 @@ def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
     return terms, out
 
 
-@register("Einsum")
+@register("Einsum", complex_op=True)
 def _einsum(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     xs = [t for t in ins if t is not None]
     eq = node.attr("equation")
@@ -73,7 +71,7 @@ def _einsum(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     return [Tensor(ctx.out_shape(node), dt, fn)]
 
 
-@register("LpPool", "GlobalLpPool")
+@register("LpPool", "GlobalLpPool", complex_op=True)
 def _lp_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -98,7 +96,7 @@ def _lp_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
     return [Tensor(out, dt, fn)]
 
 
-@register("DFT")
+@register("DFT", complex_op=True)
 def _dft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -175,7 +173,7 @@ def _irfft(ctx: LowerCtx, node: Node, x: Tensor, ax: int, out: tuple[int, ...], 
     return Tensor(out, odt, fn)
 
 
-@register("Col2Im")
+@register("Col2Im", complex_op=True)
 def _col2im(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """Col2Im: ``out[n, c, p]`` sums the column entries of every block offset ``k`` whose sliding
     position ``(p + pad_begin - k * dilation) / stride`` is a whole, in-range block index."""
@@ -210,7 +208,7 @@ def _col2im(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     return [Tensor(ctx.out_shape(node), dt, fn)]
 
 
-@register("Det")
+@register("Det", complex_op=True)
 def _det(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """Det of the trailing n x n matrices by the Leibniz formula (sum over the n! permutations of
     signed products): exact in structure, meant for the small matrices (n <= 5) of inference graphs."""
@@ -248,7 +246,7 @@ def _det(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 
-@register("STFT")
+@register("STFT", complex_op=True)
 def _stft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """STFT: frame ``f`` starts at ``f * frame_step``; ``Y[b, f, k] = sum_n x[b, f*step + n] w[n]
     exp(-2 pi i k n / frame_length)`` (window 1 when absent), real or complex signal, accumulated in

@@ -22,12 +22,10 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, call, emax, emin, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, const_input, register
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor, broadcast_to, norm_axis
 
 FLOATS = ("f32", "f64")
-COMPLEX_OPS.update({"Hardmax", "TopK", "CumProd", "LpNormalization"})
 
 
 def _f(v: float, dt: str = "f32") -> Expr:
@@ -247,7 +245,7 @@ def _axis_ops(ctx: LowerCtx, node: Node, x: Tensor, default: int):  # type: igno
     return list(range(ax, x.rank)) if ctx.opset < 13 else [ax]
 
 
-@register("Hardmax")
+@register("Hardmax", complex_op=True)
 def _hardmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -274,7 +272,7 @@ def _hardmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
     return [Tensor(x.shape, x.dtype, fn)]
 
 
-@register("TopK")
+@register("TopK", complex_op=True)
 def _topk(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -297,7 +295,7 @@ def _topk(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [values, Tensor(out_shape, "i64", index)]
 
 
-@register("CumProd")
+@register("CumProd", complex_op=True)
 def _cumprod(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -313,7 +311,7 @@ def _cumprod(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
     return [Tensor(x.shape, x.dtype, fn)]
 
 
-@register("LpNormalization")
+@register("LpNormalization", complex_op=True)
 def _lp_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None

@@ -24,9 +24,6 @@ from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, lan
 from .ops_elementwise import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to, norm_axis, reshape
 
-COMPLEX_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-               "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Softmax", "LogSoftmax", "LRN"}
-
 
 def _spatial_pads(node: Node, in_sp: list[int], out_sp: list[int], ks: list[int], st: list[int],
                   dil: list[int]) -> list[int]:
@@ -78,7 +75,7 @@ def _geom(node: Node, x: Tensor, out: tuple[int, ...], ks: list[int]):  # type: 
     return st, dil, pads[:nd], in_sp, out_sp
 
 
-@register("Conv")
+@register("Conv", complex_op=True)
 def _conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
@@ -128,7 +125,7 @@ def _conv_transpose_same_pads(node: Node, auto_pad: str, in_sp: list[int], out_s
     return small + big if auto_pad == "SAME_UPPER" else big + small
 
 
-@register("ConvTranspose")
+@register("ConvTranspose", complex_op=True)
 def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """out[n, co, o] = sum over (ci in co's group, k) of X[n, ci, i] * W[ci, co mod Cog, k] where
     o = i * stride - pad_begin + k * dilation (ONNX ConvTranspose); the output shape (incl.
@@ -218,7 +215,7 @@ def max_pool_tap(xv: Expr, cond: Expr | None, o: list[Expr], r: list[Var], st: l
     return select(Bin("or", Bin("==", w, w), first), w, ninf)  # type: ignore[arg-type]
 
 
-@register("MaxPool", "AveragePool")
+@register("MaxPool", "AveragePool", complex_op=True)
 def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -260,7 +257,7 @@ def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(out, x.dtype, fn)]
 
 
-@register("GlobalAveragePool", "GlobalMaxPool")
+@register("GlobalAveragePool", "GlobalMaxPool", complex_op=True)
 def _global_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -274,7 +271,7 @@ def _global_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 
-@register("Softmax", "LogSoftmax")
+@register("Softmax", "LogSoftmax", complex_op=True)
 def _softmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -297,7 +294,7 @@ def _softmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
     return [Tensor(x.shape, x.dtype, fn)]
 
 
-@register("LRN")
+@register("LRN", complex_op=True)
 def _lrn(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -317,7 +314,7 @@ def _lrn(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(x.shape, x.dtype, fn)]
 
 
-@register("MatMul")
+@register("MatMul", complex_op=True)
 def _matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     a, b = ins[0], ins[1]
     assert a is not None and b is not None
@@ -339,7 +336,7 @@ def _matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     return [reshape(Tensor(full, a.dtype, fn), ctx.out_shape(node))]
 
 
-@register("Gemm")
+@register("Gemm", complex_op=True)
 def _gemm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     a, b = ins[0], ins[1]
     c = ins[2] if len(ins) > 2 else None

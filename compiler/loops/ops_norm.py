@@ -21,14 +21,11 @@ from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, add, call, mul, sub
 from .ops_elementwise import LowerCtx, bad, register
 from .ops_elementwise import _batchnorm as _folded_batchnorm
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor, broadcast_to, norm_axis
 
-COMPLEX_OPS.update({"InstanceNormalization", "LayerNormalization"})
 
-
-@register("InstanceNormalization")
+@register("InstanceNormalization", complex_op=True)
 def _instance_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, s, b = ins[0], ins[1], ins[2]
     assert x is not None and s is not None and b is not None
@@ -67,7 +64,7 @@ def _batch_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
     return [Tensor(x.shape, dt, fn)]
 
 
-@register("LayerNormalization")
+@register("LayerNormalization", complex_op=True)
 def _layer_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, s = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None

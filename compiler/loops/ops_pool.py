@@ -16,14 +16,12 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, mul, select
 from .ops_elementwise import LowerCtx, register
-from .ops_nn import COMPLEX_OPS, _geom, _pool, _window, max_pool_tap
+from .ops_nn import _geom, _pool, _window, max_pool_tap
 from .ops_reduce import red
 from .tensor import Tensor, unravel
 
-COMPLEX_OPS.update({"MaxUnpool"})
 
-
-@register("MaxPool")
+@register("MaxPool", complex_op=True)
 def _max_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -71,7 +69,7 @@ def _max_pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
     return [Tensor(out, dt, values), Tensor(ctx.out_shape(node, 1), "i64", indices)]
 
 
-@register("MaxUnpool")
+@register("MaxUnpool", complex_op=True)
 def _max_unpool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, ind = ins[0], ins[1]
     assert x is not None and ind is not None

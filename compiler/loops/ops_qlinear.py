@@ -22,11 +22,9 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, sub
 from .ops_elementwise import LowerCtx, bad, register
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor, broadcast_to
 
-COMPLEX_OPS.update({"QGemm", "QLinearGlobalAveragePool"})
 QRANGE = {"u8": (0, 255), "i8": (-128, 127)}
 DOMAIN = "com.microsoft"
 
@@ -120,7 +118,7 @@ register(f"{DOMAIN}.QLinearAdd")(_binary("add"))
 register(f"{DOMAIN}.QLinearMul")(_binary("mul"))
 
 
-@register(f"{DOMAIN}.QGemm")
+@register(f"{DOMAIN}.QGemm", complex_op=True)
 def _qgemm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     a, a_s, a_zp, b, b_s, b_zp, c, y_s, y_zp = (ins + [None] * 9)[:9]
     if a is None or b is None or a_s is None or b_s is None:
@@ -149,7 +147,7 @@ def _qgemm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(out, dt, fn)]
 
 
-@register(f"{DOMAIN}.QLinearGlobalAveragePool")
+@register(f"{DOMAIN}.QLinearGlobalAveragePool", complex_op=True)
 def _qgap(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, x_s, x_zp, y_s, y_zp = (ins + [None] * 5)[:5]
     if x is None or x_s is None or y_s is None:

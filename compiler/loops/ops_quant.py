@@ -17,12 +17,10 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, register
-from .ops_nn import COMPLEX_OPS, _geom, _window
+from .ops_nn import _geom, _window
 from .ops_qlinear import multiplier, requantize
 from .ops_reduce import red
 from .tensor import Tensor, norm_axis
-
-COMPLEX_OPS.update({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
 
 
 def _f(v: float, dt: str = "f32") -> Expr:
@@ -73,7 +71,7 @@ def _scalar(t: Tensor, idx: Expr | None = None) -> Expr:
     return t[[idx]]
 
 
-@register("MatMulInteger")
+@register("MatMulInteger", complex_op=True)
 def _matmul_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     a, b = ins[0], ins[1]
     assert a is not None and b is not None
@@ -82,7 +80,7 @@ def _matmul_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     return [Tensor(out, "i32", acc)]
 
 
-@register("QLinearMatMul")
+@register("QLinearMatMul", complex_op=True)
 def _qlinear_matmul(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (ins + [None] * 8)[:8]
     assert a is not None and b is not None and a_s is not None and b_s is not None and y_s is not None
@@ -117,7 +115,7 @@ def _conv_acc(ctx: LowerCtx, node: Node, x: Tensor, w: Tensor, xzp: Tensor | Non
     return out, acc
 
 
-@register("ConvInteger")
+@register("ConvInteger", complex_op=True)
 def _conv_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, w = ins[0], ins[1]
     assert x is not None and w is not None
@@ -125,7 +123,7 @@ def _conv_integer(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[T
     return [Tensor(out, "i32", acc)]
 
 
-@register("QLinearConv")
+@register("QLinearConv", complex_op=True)
 def _qlinear_conv(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, bias = (ins + [None] * 9)[:9]
     assert x is not None and w is not None and x_s is not None and w_s is not None and y_s is not None

@@ -22,13 +22,11 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, Var, call, mul, select, sub
 from .ops_elementwise import LowerCtx, const_input, register
-from .ops_nn import COMPLEX_OPS
 from .tensor import Tensor, norm_axis
 
 FLOATS = ("f32", "f64")
 _NEW = ("ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax",
         "ArgMin")
-COMPLEX_OPS.update(_NEW)
 
 
 def identity(combiner: str, dtype: str) -> Expr:
@@ -81,7 +79,7 @@ def _reduction(ctx: LowerCtx, node: Node, x: Tensor, axes: list[int], keep: bool
     return Tensor(ctx.out_shape(node), ctx.out_dtype(node), fn)
 
 
-@register(*_NEW[:6])
+@register(*_NEW[:6], complex_op=True)
 def _reduce_more(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -122,7 +120,7 @@ def _reduce_more(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Te
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
 
-@register("ArgMax", "ArgMin")
+@register("ArgMax", "ArgMin", complex_op=True)
 def _arg(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
@@ -151,7 +149,7 @@ def _arg(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(ctx.out_shape(node), "i64", fn)]
 
 
-@register("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+@register("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", complex_op=True)
 def _reduce_basic(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """Each accumulator starts at the identity of the input's own type. ReduceMean: floats sum and
     multiply by 1/count; integers sum in double, divide by the count and truncate back."""

@@ -28,11 +28,8 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Expr, Float, Int, mul, select
 from .ops_elementwise import LowerCtx, bad, register
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import red
 from .tensor import Tensor
-
-COMPLEX_OPS.update({"Resize", "Upsample"})
 
 
 def _s(node: Node, name: str, default: str) -> str:
@@ -116,7 +113,7 @@ def axis_table(mode: str, ctm: str, nearest: str, n_in: int, n_out: int, scale: 
     return np.array(rows_i, np.int64), np.array(rows_w, np.float64), np.array(valid)
 
 
-@register("Resize", "Upsample")
+@register("Resize", "Upsample", complex_op=True)
 def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None

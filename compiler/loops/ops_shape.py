@@ -18,11 +18,8 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, land, mul, select, sub
 from .ops_elementwise import LowerCtx, bad, const_input, register
-from .ops_nn import COMPLEX_OPS
 from .ops_reduce import identity, red
 from .tensor import Tensor, clamp, norm_axis
-
-COMPLEX_OPS.update({"ScatterND", "ScatterElements", "CumSum"})
 
 
 def _idx(e: Expr, n: int) -> Expr:
@@ -99,7 +96,7 @@ def _scatter(ctx: LowerCtx, node: Node, data: Tensor, upd_shape: tuple[int, ...]
     return Tensor(data.shape, data.dtype, fn)
 
 
-@register("ScatterND")
+@register("ScatterND", complex_op=True)
 def _scatter_nd(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     data, ind, upd = ins[0], ins[1], ins[2]
     assert data is not None and ind is not None and upd is not None
@@ -118,7 +115,7 @@ def _scatter_nd(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
     return [_scatter(ctx, node, data, tuple(ind.shape[:-1]), match, value)]
 
 
-@register("ScatterElements", "Scatter")
+@register("ScatterElements", "Scatter", complex_op=True)
 def _scatter_elements(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     data, ind, upd = ins[0], ins[1], ins[2]
     assert data is not None and ind is not None and upd is not None
@@ -148,7 +145,7 @@ def _trilu(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     return [Tensor(x.shape, x.dtype, fn)]
 
 
-@register("CumSum")
+@register("CumSum", complex_op=True)
 def _cumsum(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None

@@ -15,13 +15,10 @@ from __future__ import annotations
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, emin, mul, select
 from .ops_elementwise import LowerCtx, bad, register
-from .ops_nn import COMPLEX_OPS
 from .tensor import Tensor
 
-COMPLEX_OPS.update({"TfIdfVectorizer"})
 
-
-@register("TfIdfVectorizer")
+@register("TfIdfVectorizer", complex_op=True)
 def _tfidf(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None

@@ -31,7 +31,7 @@ from onnx import TensorProto, defs, helper
 from onnx.reference.op_run import OpRun
 
 from ..ir import TensorType
-from .registry import REGISTRY, InferContext, OpDef
+from .registry import InferContext, op
 
 DOMAIN = "prism"
 OP = "NarrowCast"
@@ -72,7 +72,7 @@ def infer_narrow_cast(ctx: InferContext) -> list[TensorType]:
     return [TensorType(FORMATS[to][1], t.shape)]
 
 
-REGISTRY[f"{DOMAIN}.{OP}"] = OpDef(OP, "elementwise", infer_narrow_cast)
+op(OP, kind="elementwise", domain=DOMAIN)(infer_narrow_cast)
 
 
 def narrow_reference(x: np.ndarray, to: str, saturate: int = 0, round_mode: str = "up") -> np.ndarray:

@@ -14,27 +14,20 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from ..ir import TensorType
-from .registry import REGISTRY, InferContext, OpDef, broadcast
+from .registry import REGISTRY, InferContext, broadcast
 from .registry import op as _op
 
 DOMAIN = "com.microsoft"
 
 
-def _register(name: str, kind: str):  # type: ignore[no-untyped-def]
-    def deco(fn):  # type: ignore[no-untyped-def]
-        REGISTRY[f"{DOMAIN}.{name}"] = OpDef(name, kind, fn)
-        return fn
-    return deco
-
-
-@_register("QLinearAdd", "broadcast")
-@_register("QLinearMul", "broadcast")
+@_op("QLinearAdd", kind="broadcast", domain=DOMAIN)
+@_op("QLinearMul", kind="broadcast", domain=DOMAIN)
 def infer_qlinear_binary(ctx: InferContext) -> list[TensorType]:
     elem = ctx.type(7).elem_type if ctx.has(7) else ctx.type(0).elem_type
     return [TensorType(elem, broadcast(ctx, ctx.shape(0), ctx.shape(3)))]
 
 
-@_register("QGemm", "out-elementwise-fusable")
+@_op("QGemm", kind="out-elementwise-fusable", domain=DOMAIN)
 def infer_qgemm(ctx: InferContext) -> list[TensorType]:
     a, b = ctx.shape(0), ctx.shape(3)
     if len(a) != 2 or len(b) != 2:
@@ -47,7 +40,7 @@ def infer_qgemm(ctx: InferContext) -> list[TensorType]:
     return [TensorType(elem, (m, n))]
 
 
-@_register("QLinearGlobalAveragePool", "reduction")
+@_op("QLinearGlobalAveragePool", kind="reduction", domain=DOMAIN)
 def infer_qgap(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     elem = ctx.type(4).elem_type if ctx.has(4) else ctx.type(0).elem_type

@@ -101,14 +101,16 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 
-def op(*names: str, kind: str) -> Callable[[InferFn], InferFn]:
-    """Decorator registering ``infer`` for the default-domain ops ``names`` with fusion ``kind``."""
+def op(*names: str, kind: str, domain: str = "") -> Callable[[InferFn], InferFn]:
+    """Decorator registering ``infer`` for the ops ``names`` of ``domain`` (default: the ONNX domain) with
+    fusion ``kind``: the one way :data:`REGISTRY` is filled (keys as :func:`registry_key` makes them).
+    Raises ValueError for an unknown kind."""
     if kind not in KINDS:
         raise ValueError(f"unknown fusion kind {kind!r}")
 
     def deco(fn: InferFn) -> InferFn:
         for n in names:
-            REGISTRY[n] = OpDef(n, kind, fn)
+            REGISTRY[n if domain in ("", "ai.onnx") else f"{domain}.{n}"] = OpDef(n, kind, fn)
         return fn
 
     return deco

@@ -35,8 +35,7 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.lower import LoweredKernel, lower_group
-from ..loops.ops_elementwise import LowerCtx
-from ..loops.ops_nn import COMPLEX_OPS
+from ..loops.ops_elementwise import LowerCtx, is_complex
 from ..loops.tensor import Tensor
 from ..targets import Target
 from .gemm import VIRTUAL, epilogue, finish, probe_buffer, replace_anchor
@@ -49,7 +48,7 @@ def try_global_pool(node: Any, kernel: str, opset: int, target: Target) -> Lower
 
     nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
     pools = [n for n in nodes if n.op_type == "GlobalAveragePool"]
-    if len(pools) != 1 or len(node.outputs) != 1 or sum(n.op_type in COMPLEX_OPS for n in nodes) != 1:
+    if len(pools) != 1 or len(node.outputs) != 1 or sum(is_complex(n) for n in nodes) != 1:
         return None
     pool = pools[0]
     t = pool.outputs[0].type
