@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from onnx import ModelProto, TensorProto
 
 from ..errors import CompileError
+from .validate import validate_model
 
 ModelSource = bytes | bytearray | memoryview | str | os.PathLike | ModelProto
 
@@ -46,6 +47,7 @@ def read_model(model: ModelSource) -> tuple[ModelProto, Path | None]:
             data = bytes(model)
         proto = parse_model_bytes(data)
     check_model_header(proto)
+    validate_model(proto)
     resolve_external_data(proto, base)
     return proto, base
 
