@@ -142,7 +142,24 @@ export async function request<T>(method: string, url: string, body?: unknown): P
   return data as T;
 }
 
+/** One download of a compilation (GET /api/compilations/<id>/artifacts). */
+export interface Artifact {
+  name: string;
+  /** "report", "model" (the ONNX model after a pass), "kernels", "object", "shared-object", "trace", "reproducer". */
+  kind: string;
+  media_type: string;
+  description: string;
+  url: string;
+}
+
+export interface ArtifactList {
+  artifacts: Artifact[];
+  /** `{name: reason}` for the standard artifacts this compilation does not have. */
+  missing: Record<string, string>;
+}
+
 export const api = {
+  artifacts: (id: string) => request<ArtifactList>("GET", `/api/compilations/${encodeURIComponent(id)}/artifacts`),
   targets: () => request<Target[]>("GET", "/api/targets"),
   passes: () => request<PassInfo[]>("GET", "/api/passes"),
   pipelines: () => request<Pipeline[]>("GET", "/api/pipelines"),

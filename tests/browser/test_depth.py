@@ -158,3 +158,63 @@ def test_a_queue_failure_reads_as_one(stack, page, tmp_path):
     summary = page.inner_text(".summary")
     assert "No the" not in summary and "before the compiler read the model" in summary, summary
     shot(page, "depth-06-queue-failure")
+
+
+def _runtime_if(path: Path) -> Path:
+    """An `If` whose condition is computed from the input: the compiler refuses it at import."""
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8])  # noqa: E731
+    then_g = helper.make_graph([helper.make_node("Relu", ["r"], ["t"], name="then_relu")], "then", [], [vi("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"], name="else_neg")], "else", [], [vi("e")])
+    zero = numpy_helper.from_array(np.array(0, np.float32), "zero")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
+             helper.make_node("ReduceSum", ["r"], ["s"], name="sum_0", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+             helper.make_node("If", ["c"], ["y"], name="decided_at_run_time", then_branch=then_g, else_branch=else_g)]
+    model = helper.make_model(helper.make_graph(nodes, "fails", [vi("x")], [vi("y")], initializer=[zero]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _download(page, selector: str, to: Path) -> Path:
+    with page.expect_download() as info:
+        page.click(selector)
+    info.value.save_as(to)
+    return to
+
+
+def test_downloads_open_with_their_own_loaders(stack, page, tmp_path):
+    import ctypes
+    import json
+    import zipfile
+
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    comp = stack.compile(model["id"], pipeline="O2", input_shapes={"x": [1, 3, 64, 64]}, cache=False)
+    page.goto(f"{stack.url}/c/{comp['id']}")
+    page.wait_for_selector(".status-badge.succeeded", timeout=300_000)
+    page.wait_for_selector(".downloads .artifact-link")
+    report = json.loads(_download(page, ".downloads a[download='report.json']", tmp_path / "r.json").read_text())
+    assert report["version"] == 1 and report["error"] is None
+    trace = json.loads(_download(page, ".downloads a[download='trace.json']", tmp_path / "t.json").read_text())
+    assert {e["name"] for e in trace["traceEvents"] if e.get("cat") == "pass"} >= {"fuse-ops", "plan-memory"}
+    lib = ctypes.CDLL(str(_download(page, ".downloads a[download='module.so']", tmp_path / "m.so")))
+    assert all(getattr(lib, k["symbol"]) for k in report["kernels"])
+    page.click(".downloads .pass-models > summary")
+    last = page.locator(".downloads .pass-models a").last
+    onnx.checker.check_model(onnx.load(_download(page, f".downloads a[download='{last.get_attribute('download')}']",
+                                                 tmp_path / "last.onnx")))
+    shot(page, "depth-07-downloads")
+    page.click(".timeline-row[data-name=fuse-ops] a")
+    href = page.get_attribute(".ir-pane .ir-download", "href")
+    assert re.fullmatch(rf"/api/compilations/{comp['id']}/artifacts/pass-\d+-fuse-ops\.onnx", href), href
+
+    failing = stack.upload(_runtime_if(tmp_path / "runtime-if.onnx"))
+    bad = stack.compile(failing["id"], pipeline="O2", cache=False)
+    page.goto(f"{stack.url}/c/{bad['id']}")
+    page.wait_for_selector(".failure:not([hidden]) .repro-link", timeout=300_000)
+    zf = zipfile.ZipFile(_download(page, ".failure .repro-link", tmp_path / "repro.zip"))
+    assert zf.read("command.txt").decode().startswith("python -m compiler compile model.onnx")
+    assert [n.name for n in onnx.load_from_string(zf.read("model.onnx")).graph.node] == ["decided_at_run_time"]
+    assert page.locator(".downloads li[data-missing='module.o']").count() == 1  # says why there is none
+    shot(page, "depth-08-reproducer")

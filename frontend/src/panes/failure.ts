@@ -37,6 +37,11 @@ export function failurePane(): Pane {
           f.node ? [h("dt", null, "node"), h("dd", null, linkTo(h("a", null, f.node), { page: "compilation", id, view: "graph", node: f.node }))] : null,
           f.kernel ? [h("dt", null, "kernel"), h("dd", null, linkTo(h("a", null, f.kernel), { page: "compilation", id, view: "kernel", kernel: f.kernel, tab: "loop" }))] : null,
         ),
+        f.reason
+          ? null
+          : h("p", { class: "failure-repro" },
+              h("a", { class: "btn small repro-link", href: `/api/compilations/${encodeURIComponent(id)}/artifacts/reproducer.zip`, download: `${id}-reproducer.zip` }, "Download a reproducer"),
+              " ", h("span", { class: "muted" }, `the model${f.node ? ` (or node ${f.node} alone, when that fails the same way)` : ""}, the pipeline${f.pass ? ` cut after ${f.pass}` : ""} and the one-line command (command.txt) that fails the same way`)),
         h(
           "p",
           { class: "failure-note" },

@@ -70,6 +70,7 @@ export function irPane(): Pane {
           stats.constant_bytes !== undefined ? h("span", null, `constants ${fmtBytes(stats.constant_bytes)}`) : null,
           pass.remarks?.length ? linkTo(h("a", { class: "ir-remarks" }, `${pass.remarks.length} remarks`), { page: "compilation", id, view: "remarks", pass: pass.name }) : null,
           ds ? h("span", { class: "ir-diffstat" }, h("span", { class: "added" }, `+${ds.added}`), " ", h("span", { class: "removed" }, `−${ds.removed}`), ` vs pass ${n - 1}`) : null,
+          state.finished || state.failed ? h("a", { class: "ir-download", href: `/api/compilations/${encodeURIComponent(id)}/artifacts/pass-${n}-${pass.name}.onnx`, download: `pass-${n}-${pass.name}.onnx`, title: "this graph as an ONNX model (fused groups as functions): opens in Netron" }, "download as ONNX") : null,
           state.fusion && !diff ? h("span", { class: "muted" }, "double-click a node line to see it in the graph") : null,
           h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
         ),

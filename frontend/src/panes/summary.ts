@@ -11,6 +11,7 @@ import { splitPipeline } from "../pipeline";
 import { boundShapes } from "../shapes";
 import type { CompilationState } from "../state";
 import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
+import { downloadsCard } from "./downloads";
 import { precisionCard } from "./precision";
 import type { Pane, PaneContext } from "./types";
 
@@ -123,12 +124,15 @@ function accuracy(v: ModelVerified): HTMLElement {
 export function summaryPane(): Pane {
   const el = h("section", { class: "summary", "aria-label": "Summary" });
   let last: CompilationState | null = null;
+  let downloads: ReturnType<typeof downloadsCard> | null = null;
   return {
     el,
     update(ctx: PaneContext) {
       const { state, meta } = ctx;
       if (state === last) return;
       last = state;
+      downloads ??= downloadsCard(ctx.id);
+      downloads.update(Boolean(state.finished || state.failed));
       const s = state.started;
       const t = state.timing;
       const v = state.verification;
@@ -178,6 +182,7 @@ export function summaryPane(): Pane {
               )
             : pending(state, "memory plan"),
         ),
+        downloads.el,
       );
     },
   };
