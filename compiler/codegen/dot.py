@@ -10,6 +10,9 @@ lanes); ``pmaddwd`` (``llvm.x86.avx2.pmadd.wd``, ``llvm.x86.avx512.pmaddw.d.512`
 plus ``add`` for ``dpwssd`` on x86 without VNNI; elsewhere (and for ``dpbusd`` without VNNI) the
 portable form: the bytes or halves widened to i32, multiplied, and summed lane group by lane group.
 All forms are exact (32-bit accumulation of products that fit in 32 bits).
+
+``dpbf16ps(acc, a, b)``: per f32 lane, ``acc + a.hi * b.hi + a.lo * b.lo`` with ``a``/``b`` words of two
+bfloat16 values (AVX-512 BF16 ``vdpbf16ps``; a portable form of shifts and float multiply-adds elsewhere).
 """
 
 from __future__ import annotations
@@ -55,8 +58,63 @@ def _portable(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value, lanes: i
     return total
 
 
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite.ir has no such type): the operand type of ``vdpbf16ps`` in LLVM >= 17."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+def _splat(t: ir.Type, v: int) -> ir.Constant:
+    return ir.Constant(t, [ir.Constant(t.element, v)] * t.count) if isinstance(t, ir.VectorType) else ir.Constant(t, v)
+
+
+def _as_i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    t = v.type
+    return b.bitcast(v, _vec(I32, t.count) if isinstance(t, ir.VectorType) else I32)
+
+
+def _as_f32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    t = v.type
+    return b.bitcast(v, _vec(ir.FloatType(), t.count) if isinstance(t, ir.VectorType) else ir.FloatType())
+
+
+def _bf16_half(b: ir.IRBuilder, fn: str, x: ir.Value) -> ir.Value:
+    """``bf16lo(x)``: the top 16 bits of f32 ``x`` in the low half of an i32; ``bf16hi``: in the high half."""
+    bits = _as_i32(b, x)
+    return b.lshr(bits, _splat(bits.type, 16)) if fn == "bf16lo" else b.and_(bits, _splat(bits.type, -65536))
+
+
+def _dpbf16ps(m: ir.Module, b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value,
+              features: frozenset[str]) -> ir.Value:
+    """``acc + f32(x.hi) * f32(y.hi) + f32(x.lo) * f32(y.lo)`` per f32 lane, x/y i32 words of two bf16, in
+    that order (Intel SDM, VDPBF16PS; the products are exact in f32). ``vdpbf16ps`` on 16 lanes with
+    ``avx512bf16`` (8 lanes with ``avx512vl`` too), else the bits widened by shifts: the same values except
+    that the instruction flushes subnormal inputs and results to zero."""
+    lanes = acc.type.count if isinstance(acc.type, ir.VectorType) else 0
+    width = {16: ("512", ()), 8: ("256", ("avx512vl",))}.get(lanes)
+    if width is not None and "avx512bf16" in features and all(f in features for f in width[1]):
+        bt = _vec(_BFloat(), 2 * lanes)
+        f = _declare(m, f"llvm.x86.avx512bf16.dpbf16ps.{width[0]}", acc.type, [acc.type, bt, bt])
+        return b.call(f, [acc, b.bitcast(x, bt), b.bitcast(y, bt)])
+    hi = [_as_f32(b, b.and_(v, _splat(v.type, -65536))) for v in (x, y)]
+    lo = [_as_f32(b, b.shl(v, _splat(v.type, 16))) for v in (x, y)]
+    return b.fadd(b.fadd(acc, b.fmul(hi[0], hi[1])), b.fmul(lo[0], lo[1]))
+
+
 def emit_dot(m: ir.Module, b: ir.IRBuilder, fn: str, args: list[ir.Value], features: frozenset[str]) -> ir.Value:
-    """``dpbusd`` or ``dpwssd`` of ``args`` (acc, a, b; i32 scalars or vectors of equal lanes)."""
+    """``dpbusd``, ``dpwssd`` (acc, a, b; i32 scalars or vectors of equal lanes), ``dpbf16ps`` (f32 acc, i32
+    words of two bf16) or ``bf16lo``/``bf16hi`` (f32 -> i32) of ``args``."""
+    if fn in ("bf16lo", "bf16hi"):
+        return _bf16_half(b, fn, args[0])
+    if fn == "dpbf16ps":
+        return _dpbf16ps(m, b, args[0], args[1], args[2], features)
     acc, x, y = (_as_vector(b, a) for a in args)
     lanes = max(acc[1], 1)
     scalar = acc[1] == 0

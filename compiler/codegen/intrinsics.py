@@ -73,7 +73,7 @@ class Intrinsics:
             from .narrow import emit
 
             return emit(self, b, fn, args[0])
-        if fn in ("dpbusd", "dpwssd"):  # integer dot steps of the INT8 kernels (compiler.codegen.dot)
+        if fn in ("dpbusd", "dpwssd", "dpbf16ps", "bf16lo", "bf16hi"):  # dot steps (compiler.codegen.dot)
             from .dot import emit_dot
 
             return emit_dot(self.m, b, fn, args, self.features)

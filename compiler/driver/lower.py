@@ -24,6 +24,7 @@ from ..schedule import schedule_kernel
 from ..schedule.int8 import try_int8
 from ..schedule.microkernel import try_microkernel
 from ..schedule.parallel import plan_parallel
+from ..schedule.reduced import try_bf16
 from ..targets import Target
 from .state import Compilation
 
@@ -104,7 +105,8 @@ def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
         if node.op_type in SKIP_OPS:
             continue
         name = _kernel_name(node, used)
-        lk = try_int8(node, name, opset, target) or try_microkernel(node, name, opset, target)
+        lk = try_int8(node, name, opset, target) or try_bf16(node, name, opset, target) or \
+            try_microkernel(node, name, opset, target)
         if lk is None:
             lk = lower_group(node, name, opset)
             schedule_kernel(lk, target)

@@ -60,17 +60,19 @@ def run(comp: Compilation) -> None:
     storage = comp.storage["io"] if comp.storage is not None else None
     from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
 
-    qdq = comp.ctx.artifacts.get("qdq_model") if comp.ctx is not None else None  # a quantize pass ran
-    reference = qdq if qdq is not None else comp.reference
+    arts = comp.ctx.artifacts if comp.ctx is not None else {}
+    qdq = arts.get("qdq_model")  # a quantize pass ran (int8)
+    reduced = arts.get("reduced_model")  # quantize{dtype=bf16|fp16}: Cast to the format and back before each layer
+    reference = qdq if qdq is not None else reduced if reduced is not None else comp.reference
     timing = {"onnxruntime_ms": comp.reference.SerializeToString(), "onnxruntime_int8_ms": qdq.SerializeToString()} \
         if qdq is not None else None
-    as_written = qdq is not None or has_qdq(comp.reference)
-    if as_written and timing is None:  # a pre-quantized QDQ model: verified as written, timed fully optimized
+    as_written = qdq is not None or reduced is not None or has_qdq(comp.reference)
+    if as_written and timing is None:  # pre-quantized QDQ or reduced: verified as written, FP32 timed optimized
         timing = {"onnxruntime_ms": comp.reference.SerializeToString()}
     res = measure_program(comp.program, reference.SerializeToString(), verify=req.verify,
                           benchmark=req.benchmark, trims=comp.trims, storage=storage, steps=output_steps(reference),
                           ort_no_opt=as_written, timing_models=timing)
-    if as_written and req.verify:
+    if as_written and req.verify and reduced is None:
         res.setdefault("notes", []).append(QDQ_NOTE)
     comp.measured = res
     by_name = {lk.name: lk for lk in comp.kernels}
@@ -92,6 +94,8 @@ def run(comp: Compilation) -> None:
             if ort_ms and res["prism_ms"] > ort_ms:
                 int8["notes"] = [f"Prism INT8 ({res['prism_ms']:.3g} ms) is slower than ONNX Runtime FP32 "
                                  f"({ort_ms:.3g} ms) on this model"]
+        elif reduced is not None:  # ORT has no bf16/fp16 Conv on CPU: timed against FP32 only
+            int8 = {"precision": arts["accuracy"]["dtype"]}
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
                          ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"],

@@ -26,7 +26,8 @@ LOOP_KINDS = ("serial", "vectorized", "unrolled", "parallel")
 CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
 BIN_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "&", "|", "^", "<<", ">>") + CMP_OPS
 INTRINSICS = ("exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round", "pow", "neg", "sin", "cos",
-              "fma", "dpbusd", "dpwssd")  # dpbusd/dpwssd: integer dot steps (compiler.codegen.dot)
+              "fma", "dpbusd", "dpwssd", "dpbf16ps", "bf16lo", "bf16hi")  # dot steps (compiler.codegen.dot)
+I32_RESULT = ("bf16lo", "bf16hi")  # f32 -> the i32 word half holding its top 16 bits (compiler.codegen.dot)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class Call(Expr):
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
-        return self.args[0].dtype
+        return "i32" if self.fn in I32_RESULT else self.args[0].dtype
 
 
 @dataclass(frozen=True, eq=True)

@@ -22,8 +22,14 @@ quantization for verification and timing.
 
 Left alone: graph outputs stay float32; nodes of other domains; grouped graphs (run it before
 ``fuse-ops``: a pipeline that names it after a preset or after ``fuse-ops`` places it right before
-``fuse-ops``). ``dtype`` other than int8 (bf16, fp16) is refused with an error naming it. An ``exclude``
-naming no node is an error that lists the closest node names.
+``fuse-ops``). An ``exclude`` naming no node is an error that lists the closest node names.
+
+``dtype=bf16`` / ``dtype=fp16`` (``compiler.quant.reduced``): Conv/MatMul/Gemm with a constant weight compute
+on operands rounded to bfloat16 / float16 with float32 accumulation (the activation through
+``prism.NarrowCast``, the weight rounded at compile time), with the same accuracy report, criterion and
+fallback (no calibration ranges: the inputs serve only the report); a remark says whether the target
+runs them on ``vdpbf16ps`` (AVX-512 BF16) or on the float32 kernels; ONNX Runtime verifies against the
+same model in ONNX form (``ctx.artifacts["reduced_model"]``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from ..quant import calibrate, fold, insert
 from .base import Option, Pass, PassContext, PassResult, Remark, register
 
 METHODS = ("minmax", "percentile", "entropy")
+DTYPES = ("int8", "bf16", "fp16")
 
 
 @register
@@ -45,7 +52,7 @@ class Quantize(Pass):
     name = "quantize"
     before = ("fuse-ops", "plan-memory")
     options = (
-        Option("dtype", str, "int8", "the reduced precision: int8"),
+        Option("dtype", str, "int8", "the reduced precision: int8, bf16 or fp16 (compiler.quant.reduced)"),
         Option("calibration", str, "minmax", "activation range method: minmax, percentile or entropy"),
         Option("percentile", float, 99.99, "the percentile of |x| kept by calibration=percentile"),
         Option("per-channel", bool, True, "weights quantized per output channel (else per tensor)"),
@@ -58,9 +65,9 @@ class Quantize(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         o = self.opts
-        if o["dtype"] != "int8":
-            raise CompileError("request", f"quantize: dtype={o['dtype']} is not supported (supported: int8)",
-                               pass_name=self.name)
+        if o["dtype"] not in DTYPES:
+            raise CompileError("request", f"quantize: dtype={o['dtype']} is not supported (supported: "
+                               f"{', '.join(DTYPES)})", pass_name=self.name)
         if o["calibration"] not in METHODS:
             raise CompileError("request", f"quantize: calibration={o['calibration']} is not one of "
                                f"{', '.join(METHODS)}", pass_name=self.name)
@@ -74,13 +81,16 @@ class Quantize(Pass):
         raw = ctx.artifacts.get("calibration_data")
         if raw is None:
             data = calibrate.random_calibration(graph)
-            remarks.append(self.remark("missed", f"calibration: no calibration data was given, so the activation "
-                                       f"ranges come from {calibrate.RANDOM_SAMPLES} seeded random inputs and mean "
-                                       "little for real inputs; give --calibration-data FILE.npz", [],
+            what = ("the activation ranges come", "mean") if o["dtype"] == "int8" else ("the accuracy report comes", "means")
+            remarks.append(self.remark("missed", f"calibration: no calibration data was given, so {what[0]} from "
+                                       f"{calibrate.RANDOM_SAMPLES} seeded random inputs and {what[1]} little for real "
+                                       "inputs; give --calibration-data FILE.npz", [],
                                        warning=True, samples=calibrate.RANDOM_SAMPLES))
         else:
             data = calibrate.load_calibration(raw, graph)
         samples = len(calibrate.samples_of(data))
+        if o["dtype"] != "int8":
+            return self._reduced(graph, ctx, data, exclude, remarks, samples, raw is None)
         from ..quant.session import QuantSession
 
         qs = QuantSession(graph, data, o)
@@ -102,6 +112,25 @@ class Quantize(Pass):
             [], layers=len(plan.layers), folded=result.folded, fp32_layers=sorted(final),
             passed=report["passed"], dequantized=len(dq_names)))
         return PassResult(True, remarks, {"quantized_layers": len(plan.layers), "fp32_layers": len(final)})
+
+    def _reduced(self, graph: Graph, ctx: PassContext, data: dict, exclude: set[str], remarks: list[Remark],
+                 samples: int, random: bool) -> PassResult:
+        """dtype=bf16/fp16 (``compiler.quant.reduced``): the same search and report, no integer ops."""
+        from ..quant import reduced
+
+        qs = reduced.ReducedSession(graph, data, self.opts)
+        report, final = qs.search(exclude, remarks, self)
+        layers = qs.plan(final)
+        casts = reduced.apply_reduced(graph, layers, qs.precision)
+        remarks += qs.reduced_remarks(final, report, self)
+        remarks.append(reduced.path_remark(self, qs.precision, ctx.target, [lay.node for lay in layers]))
+        ctx.artifacts["reduced_model"] = qs.qdq_model
+        ctx.artifacts["accuracy"] = qs.payload(report, final, samples, random)
+        remarks.append(self.remark(
+            "analysis", f"{len(layers)} Conv/MatMul/Gemm layers in {qs.precision} ({casts} activations rounded, "
+            f"{len(final)} layers in FP32); criterion {'passed' if report['passed'] else 'FAILED: ' + '; '.join(report['reasons'])}",
+            [], layers=len(layers), fp32_layers=sorted(final), passed=report["passed"]))
+        return PassResult(bool(layers), remarks, {"reduced_layers": len(layers), "fp32_layers": len(final)})
 
     def _exclude(self, graph: Graph) -> set[str]:
         names = [x.strip() for x in str(self.opts["exclude"]).split(";") if x.strip()]

@@ -30,6 +30,21 @@ def pack_words(w: np.ndarray, group: int) -> np.ndarray:
     return np.ascontiguousarray(padded).view(np.int32).reshape(m, kp // group)
 
 
+def pack_bf16(w: np.ndarray) -> np.ndarray:
+    """``w`` [M, K] (float32 on the bfloat16 grid) as int32 words [M, ceil(K / 2)] of two bfloat16 (the top
+    16 bits of each value; k even in the low half), K zero-padded: ``vdpbf16ps``'s operand."""
+    m, k = w.shape
+    padded = np.zeros((m, -(-k // 2) * 2), np.float32)
+    padded[:, :k] = w
+    halves = (np.ascontiguousarray(padded).view(np.uint32) >> 16).astype(np.uint16)
+    return np.ascontiguousarray(halves).view(np.int32).reshape(m, -1)
+
+
+def pack_any(w: np.ndarray, group: int, fmt: str | None) -> np.ndarray:
+    """:func:`pack_bf16` for ``fmt="bf16"``, else :func:`pack_words`."""
+    return pack_bf16(w) if fmt == "bf16" else pack_words(w, group)
+
+
 def compensation(w: np.ndarray, x_zero_point: int, x_signed: bool, group: int) -> np.ndarray:
     """Per-row int32 to add to the accumulator: ``-(z + off) * sum_k w`` for ``group = 4`` (``off`` = 128
     for an int8 activation), 0 for ``group = 2`` (the activation is stored as ``x - z`` exactly)."""

@@ -25,12 +25,25 @@ class QuantSession:
         self.opts, self.data = opts, data
         self.fp32 = _at_least_opset(export_model(graph), 13)
         self.outputs = [v.name for v in graph.outputs]
-        self._plans: dict[frozenset[str], insert.Plan] = {}
-        full = self.plan(set())
-        self.ranges = calibrate.activation_ranges(self.fp32, full.tensors, data, opts["calibration"], opts["percentile"])
-        self.params = {t: insert.activation_params(lo, hi, opts["activation"]) for t, (lo, hi) in self.ranges.items()}
+        self._plans: dict[frozenset[str], Any] = {}
         self.qdq_model: Any = None
         self.fallbacks: list[dict[str, Any]] = []
+        self._calibrate()
+
+    def _calibrate(self) -> None:
+        """``ranges`` {tensor: (lo, hi)} by the calibration method, and ``params`` {tensor: (scale, zp)}."""
+        o = self.opts
+        full = self.plan(set())
+        self.ranges = calibrate.activation_ranges(self.fp32, full.tensors, self.data, o["calibration"], o["percentile"])
+        self.params = {t: insert.activation_params(lo, hi, o["activation"]) for t, (lo, hi) in self.ranges.items()}
+
+    precision = "int8"  # the precision of the quantized layers' rows in model.accuracy
+    method = METHOD
+    calibration_method = property(lambda self: self.opts["calibration"])
+
+    def layers(self, final: set[str]) -> list[tuple[str, str, str | None]]:
+        """``(node, op, output point)`` of the quantized layers with ``final`` left in FP32."""
+        return [(lay.node, lay.op, lay.output) for lay in self.plan(final).layers]
 
     def _clone(self) -> Graph:
         from ..frontend import import_model, specialize
@@ -96,15 +109,14 @@ class QuantSession:
 
     def payload(self, report: dict[str, Any], final: set[str], samples: int, random: bool) -> dict[str, Any]:
         """The ``model.accuracy`` event payload (see DESIGN.md "Events")."""
-        plan = self.plan(final)
         by = {r["node"]: r for r in report["layers"]}
-        layers = [{"node": lay.node, "op": lay.op, "output": lay.output, "precision": "int8",
-                   "sqnr_db": by.get(lay.node, {}).get("sqnr_db"),
-                   "max_abs_error": by.get(lay.node, {}).get("max_abs_error")} for lay in plan.layers]
+        layers = [{"node": node, "op": op, "output": output, "precision": self.precision,
+                   "sqnr_db": by.get(node, {}).get("sqnr_db"),
+                   "max_abs_error": by.get(node, {}).get("max_abs_error")} for node, op, output in self.layers(final)]
         layers += [{"node": n, "op": None, "output": None, "precision": "fp32", "sqnr_db": None, "max_abs_error": None}
                    for n in sorted(final)]
-        return {"dtype": self.opts["dtype"], "method": METHOD, "samples": samples,
-                "calibration": {"method": self.opts["calibration"], "samples": samples, "random": random,
+        return {"dtype": self.opts["dtype"], "method": self.method, "samples": samples,
+                "calibration": {"method": self.calibration_method, "samples": samples, "random": random,
                                 "activation": self.opts["activation"], "per_channel": bool(self.opts["per-channel"])},
                 "layers": layers, "outputs": report["outputs"],
                 "criterion": {"min_sqnr_db": float(self.opts["min-sqnr"]), "min_top1": float(self.opts["min-top1"]),

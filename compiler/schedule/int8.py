@@ -27,6 +27,7 @@ generic lowering of ``compiler.loops.ops_quant`` then computes the same values).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,8 @@ ANCHORS = ("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "com.
 _SLOTS = {  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias
     "QLinearConv": (0, 1, 2, 3, 4, 5, 6, 7, 8), "QLinearMatMul": (0, 1, 2, 3, 4, 5, 6, 7, None),
     "com.microsoft.QGemm": (0, 1, 2, 3, 4, 5, 7, 8, 6), "ConvInteger": (0, None, 2, 1, None, 3, None, None, None),
-    "MatMulInteger": (0, None, 2, 1, None, 3, None, None, None)}
+    "MatMulInteger": (0, None, 2, 1, None, 3, None, None, None),
+    "Conv": (0, None, None, 1, None, None, None, None, 2)}  # the float Conv of the bf16 kernels (schedule.reduced)
 
 
 def vnni(target: Target) -> bool:
@@ -118,6 +120,32 @@ def _spec(anchor: Any, outer: dict[int, Any]) -> dict[str, Any] | None:
     return spec
 
 
+def lower_anchored(node: Any, kernel: str, opset: int, anchor: Any, acc_dtype: str,
+                   value: Callable[[LowerCtx, Any, Buffer], Callable[[list[Expr]], Expr]]
+                   ) -> tuple[LoweredKernel, Buffer, Tensor, Buffer] | None:
+    """The group ``node`` lowered with ``anchor``'s result replaced by ``value(ctx, anchor, acc)``'s
+    function of the output index (``acc``: the virtual accumulator buffer, ``acc_dtype``), not built:
+    ``(kernel, output buffer, output tensor, the anchor's input buffer)``, or None when the group has
+    several outputs or the anchor reads a computed (not stored) input."""
+    captured: dict[str, Any] = {}
+
+    def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
+        captured["ins"] = ins
+        shape = ctx.out_shape(n)
+        return [Tensor(shape, ctx.out_dtype(n), value(ctx, n, Buffer(VIRTUAL, acc_dtype, shape, "virtual")))]
+
+    t = anchor.outputs[0].type
+    lk = lower_group(node, kernel, opset, override={id(anchor): override}, build=False)
+    if len(lk.pending) != 1 or "ins" not in captured:
+        return None
+    out_buf, out_t = lk.pending[0]
+    if out_t.shape != tuple(t.shape):
+        return None
+    x = captured["ins"][0]
+    xbuf = _probe_buffer(x) if x is not None else None
+    return None if xbuf is None else (lk, out_buf, out_t, xbuf)
+
+
 def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The INT8 micro-kernel of a group anchored by an integer Conv/MatMul/Gemm, or None (see module)."""
     from ..ir import FusedGroup
@@ -137,14 +165,10 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
     bias = spec["bias"] + (0 if spec["depthwise"] else pack.compensation(spec["w"], spec["xz"], spec["signed"], group))
     if np.abs(bias).max(initial=0) >= 2 ** 31:
         return None
-    captured: dict[str, Any] = {}
 
-    def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
-        captured["ins"] = ins
-        shape = ctx.out_shape(n)
-        vbuf = Buffer(VIRTUAL, "i32", shape, "virtual")
+    def value(ctx: LowerCtx, n: Any, vbuf: Buffer) -> Callable[[list[Expr]], Expr]:
         bt = ctx.const_tensor(bias.astype(np.int32), f"{n.label}.bias_total")
-        ch = 1 if spec["conv"] else len(shape) - 1
+        ch = 1 if spec["conv"] else len(vbuf.shape) - 1
         mt = ctx.const_tensor(spec["mult"], f"{n.label}.multiplier") if spec["mult"] is not None else None
         st = ctx.const_tensor(spec["scale"], f"{n.label}.scale") if "scale" in spec else None
         dt = ctx.out_dtype(n)
@@ -156,18 +180,12 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
             if st is not None:
                 return mul(Cast("f32", acc), st[[idx[ch]]])
             return acc
-        return [Tensor(shape, dt, fn)]
+        return fn
 
-    lk = lower_group(node, kernel, opset, override={id(anchor): override}, build=False)
-    if len(lk.pending) != 1 or "ins" not in captured:
+    lowered = lower_anchored(node, kernel, opset, anchor, "i32", value)
+    if lowered is None:
         return None
-    out_buf, out_t = lk.pending[0]
-    if out_t.shape != tuple(t.shape):
-        return None
-    x = captured["ins"][0]
-    xbuf = _probe_buffer(x) if x is not None else None
-    if xbuf is None:
-        return None
+    lk, out_buf, out_t, xbuf = lowered
     sched = lk.func.attrs.setdefault("schedule", [])
     how = "vpdpbusd (AVX-512 VNNI), u8 x s8 in 4-byte words" if group == 4 else \
         "pmaddwd / vpdpwssd: s16 x s16 in 2-halfword words (exact; no VNNI u8 x s8 step on this target)"
@@ -177,8 +195,8 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
     if spec["depthwise"]:
         return _depthwise(lk, anchor, xbuf, spec, out_buf, out_t, target)
     if spec["conv"]:
-        return _conv(lk, anchor, xbuf, spec, group, out_buf, out_t, target)
-    return _gemm(lk, anchor, xbuf, spec, group, out_buf, out_t, target)
+        return conv_kernel(lk, anchor, xbuf, spec, group, out_buf, out_t, target)
+    return gemm_kernel(lk, anchor, xbuf, spec, group, out_buf, out_t, target)
 
 
 def _depthwise(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], out_buf: Buffer, out_t: Tensor,
@@ -212,7 +230,7 @@ def _pick_mr(m: int, width: int) -> int:
     return next(r for r in choices if m % r == 0)
 
 
-def _conv(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
+def conv_kernel(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
           out_t: Tensor, target: Target) -> LoweredKernel | None:
     from ..loops.ops_nn import _geom
 
@@ -229,7 +247,7 @@ def _conv(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], grou
     st, dil, pb, _, _ = _geom(node, xt, out_t.shape, [kh, kw])
     width = target.vector_width_f32
     mr = _pick_mr(co, width)
-    words = pack.tile_rows(pack.pack_words(wm, group), mr)
+    words = pack.tile_rows(pack.pack_any(wm, group, spec.get("format")), mr)
     wbuf = _add_const(lk, "wpack", words, f"{node.label}.W packed [Co/{mr}, K/{group}, {mr}] words")
     lk.func.attrs["schedule"].append(f"pack(W: [{co}, {c_n}, {kh}, {kw}] -> [{co // mr}, {words.shape[1]}, {mr}] "
                                      f"int32 words of {group})  # at compile time")
@@ -238,7 +256,7 @@ def _conv(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], grou
     return _finish(lk, [body], n_b * 2 * co * k_n * oh * ow)
 
 
-def _gemm(lk: LoweredKernel, node: Any, abuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
+def gemm_kernel(lk: LoweredKernel, node: Any, abuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
           out_t: Tensor, target: Target) -> LoweredKernel | None:
     wm = spec["w"]
     n_n, k_n = wm.shape
@@ -254,7 +272,7 @@ def _gemm(lk: LoweredKernel, node: Any, abuf: Buffer, spec: dict[str, Any], grou
     width = target.vector_width_f32
     mr = _pick_mr(m_n, width)
     nr = (4 if mr == 1 else 2) * width
-    words = pack.tile_cols(pack.pack_words(wm, group), nr)
+    words = pack.tile_cols(pack.pack_any(wm, group, spec.get("format")), nr)
     bbuf = _add_const(lk, "bpack", words, f"{node.label}.B packed [N/{nr}, K/{group}, {nr}] words")
     lk.func.attrs["schedule"].append(f"pack(B: [{k_n}, {n_n}] -> [{words.shape[0]}, {words.shape[1]}, {nr}] int32 "
                                      f"words of {group})  # at compile time, zero-padded")
@@ -262,4 +280,4 @@ def _gemm(lk: LoweredKernel, node: Any, abuf: Buffer, spec: dict[str, Any], grou
     return _finish(lk, [body], 2 * m_n * n_n * k_n)
 
 
-__all__ = ["ANCHORS", "try_int8", "vnni"]
+__all__ = ["ANCHORS", "conv_kernel", "gemm_kernel", "lower_anchored", "try_int8", "vnni"]

@@ -17,6 +17,7 @@ from ..loops.ir import (
     Buffer,
     Cast,
     Expr,
+    Float,
     For,
     If,
     Int,
@@ -45,13 +46,16 @@ def _i32(e: Expr) -> Expr:
     return e if e.dtype == "i32" else Cast("i32", e)
 
 
-def word(values: list[Expr | None], group: int, xz: int, off: int) -> Expr:
-    """The i32 word of ``group`` activation values (None: a padded k, worth 0)."""
+def word(values: list[Expr | None], group: int, xz: int, off: int, fmt: str | None = None) -> Expr:
+    """The i32 word of ``group`` activation values (None: a padded k, worth 0). ``fmt="bf16"``: two
+    float32 values on the bfloat16 grid, each word half the top 16 bits of one (exact: the low 16 are 0)."""
     out: Expr | None = None
     for j, v in enumerate(values):
         if v is None:
             continue
-        if group == 4:
+        if fmt == "bf16":
+            part = call("bf16hi" if j else "bf16lo", v)
+        elif group == 4:
             part = add(_i32(v), Int(off, "i32")) if off else _i32(v)
             part = Bin("<<", part, Int(8 * j, "i32")) if j else part
         else:
@@ -59,6 +63,13 @@ def word(values: list[Expr | None], group: int, xz: int, off: int) -> Expr:
             part = Bin("<<", part, Int(16, "i32")) if j else Bin("&", part, Int(0xFFFF, "i32"))
         out = part if out is None else Bin("|", out, part)
     return out if out is not None else Int(0, "i32")
+
+
+def dot_step(spec: dict[str, Any], group: int) -> tuple[str, str]:
+    """``(dot intrinsic, accumulator dtype)`` of a kernel: dpbf16ps/f32 for bf16, dpbusd or dpwssd/i32."""
+    if spec.get("format") == "bf16":
+        return "dpbf16ps", "f32"
+    return ("dpbusd" if group == 4 else "dpwssd"), "i32"
 
 
 def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[[int], Expr | None]], Stmt],
@@ -78,15 +89,16 @@ def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[
 
 def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_word: Callable[[Expr, Expr, Expr], Expr],
                b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
-               fn: str, a_unsigned: bool = False) -> Stmt:
+               fn: str, a_unsigned: bool = False, acc_dtype: str = "i32") -> Stmt:
     """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``.
 
     ``dpbusd``'s first operand is the unsigned one (``vpdpbusd``: u8 of src1 times s8 of src2): the
     activation words. ``a_unsigned`` says that the broadcast ``a_word`` holds them (Gemm/MatMul: A is the
     activation, the packed B the weights), else the vector ``b_word`` does (Conv: the im2col panel)."""
     vmo, vnt, vk, vmi, vni = (Var(x) for x in ("mo", "nt", "kq", "mi", "ni"))
-    acc = Buffer("acc", "i32", (acc_rows, nr), "local")
-    init = For(vmi, acc_rows, For(vni, nr, Store(acc, (vmi, vni), Int(0, "i32")), "vectorized"), "unrolled")
+    acc = Buffer("acc", acc_dtype, (acc_rows, nr), "local")
+    zero = Float(0.0) if acc_dtype == "f32" else Int(0, "i32")
+    init = For(vmi, acc_rows, For(vni, nr, Store(acc, (vmi, vni), zero), "vectorized"), "unrolled")
     ops = (a_word(vmo, vk, vmi), b_word(vk, vnt, vni))
     upd = Store(acc, (vmi, vni), call(fn, Load(acc, (vmi, vni)), *(ops if a_unsigned else ops[::-1])))
     kloop = For(vk, kg_n, For(vmi, acc_rows, For(vni, nr, upd, "vectorized"), "unrolled"))
@@ -112,6 +124,7 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
     kg_n = -(-k_n // group)
     off = 128 if spec["signed"] and group == 4 else 0
     tiles = math.ceil(n_n / nr)
+    fn, acc_t = dot_step(spec, group)
     if group == 4 and k_n % 4 == 0:
         av = Buffer(abuf.name, "i32", (m_n, k_n // 4), abuf.scope)  # four bytes of a row read as one word
 
@@ -125,7 +138,7 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
         def a_word(mo: Expr, kg: Expr, mi: Expr) -> Expr:
             m = add(mul(mo, mr), mi)
             return word([Load(flat, (add(mul(m, k_n), add(mul(kg, group), j)),)) for j in range(group)],
-                        group, spec["xz"], off)
+                        group, spec["xz"], off, spec.get("format"))
         how = f"A packed {group} per word on the fly"
     out2 = Buffer(out_buf.name, out_buf.dtype, (m_n, n_n), out_buf.scope)
     lead = [int(d) for d in out_buf.shape[:-1]]
@@ -134,15 +147,15 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
         m, n = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
         mapping = dict(zip([v.name for v in vs[:-1]], unravel(m, lead), strict=True)) | {vs[-1].name: n}
         conds = [Bin("<", n, Int(n_n))] if n_n % nr else []
-        return _epilogue_store(epi, Load(Buffer("acc", "i32", (mr, nr), "local"), (mi, ni)), mapping, out2, (m, n),
+        return _epilogue_store(epi, Load(Buffer("acc", acc_t, (mr, nr), "local"), (mi, ni)), mapping, out2, (m, n),
                                conds)
 
-    lk.func.attrs["schedule"] += [f"tile(m={m_n}, n={n_n}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} i32 register tile",
+    lk.func.attrs["schedule"] += [f"tile(m={m_n}, n={n_n}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} {acc_t} register tile",
                                   f"split(k, {group}) -> kq  # {group} products per lane and step", how,
                                   "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x "
-                                  f"<{width} x i32>", "compute_at(epilogue, ni)  # requantize before the store"]
+                                  f"<{width} x {acc_t}>", "compute_at(epilogue, ni)  # requantize before the store"]
     return gemm_tiles(mr, nr, m_n // mr, tiles, kg_n, a_word, lambda kg, nt, ni: Load(bbuf, (nt, kg, ni)),
-                      store, "dpbusd" if group == 4 else "dpwssd", a_unsigned=True)
+                      store, fn, a_unsigned=True, acc_dtype=acc_t)
 
 
 def _lanes(extent: int, width: int) -> int | None:
@@ -186,7 +199,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
         flat = Buffer("xpad", xbuf.dtype, (-(-numel // width) * width,), "scratch")
         lk.args.append(KernelArg("scratch", f"{lk.name}.xpad", flat))
         vi, vc, vy, vx = Var("pi"), Var("c"), Var("y"), Var("x")
-        fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), Int(spec["xz"], xbuf.dtype)))
+        pad_value = Float(0.0) if xbuf.dtype == "f32" else Int(spec["xz"], xbuf.dtype)
+        fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), pad_value))
         ch, cw = min(h, hp - pb[0]), min(w_, wp - pb[1])
         copy = For(vc, c_n, For(vy, ch, _vector_for(vx, cw, width, lambda x: Store(
             xp, (vc, add(vy, pb[0]), add(x, pb[1])), Load(xbuf, (vn, vc, vy, x))))))
@@ -210,7 +224,7 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
             def one(p: Expr) -> Stmt:
                 q = add(mul(vb, blk), p)
                 return Store(col, (kg, p), word([None if (k := vals(j)) is None else Load(xv, (vn, k, q))
-                                                 for j in range(group)], group, spec["xz"], off))
+                                                 for j in range(group)], group, spec["xz"], off, spec.get("format")))
             return _vector_for(vp, cols, width, one)
         prologue = _words_loop(kg_n, k_n, group, packed, lambda k: k)
     else:
@@ -229,7 +243,7 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
                     dy, dx = floordiv(r, kw), floormod(r, kw)
                     taps.append(Load(xp, (ci, add(mul(oy, st[0]), mul(dy, dil[0])), add(mul(ox, st[1]),
                                                                                       mul(dx, dil[1])))))
-                return Store(col, (kg, add(mul(vy2, ow), ox)), word(taps, group, spec["xz"], off))
+                return Store(col, (kg, add(mul(vy2, ow), ox)), word(taps, group, spec["xz"], off, spec.get("format")))
             inner = _vector_for(vx2, ow, width, one)
             if oh % rows:
                 inner = If(Bin("<", add(mul(vb, rows), vy2), Int(oh)), inner)
@@ -238,7 +252,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
     sched.append(f"im2col+interleave(X -> col[{kg_n}, {cols}] words) compute_at nb  # {blk} output pixels per "
                  f"block: {kg_n}x{cols} words stay in L2")
     ov = Buffer(out_buf.name, out_buf.dtype, (n_b, co, n_pix), out_buf.scope)
-    accb = Buffer("acc", "i32", (mr, nr), "local")
+    fn, acc_t = dot_step(spec, group)
+    accb = Buffer("acc", acc_t, (mr, nr), "local")
 
     def store(mo: Expr, nt: Expr, mi: Expr, ni: Expr) -> Stmt:
         c_out, n_local = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
@@ -251,13 +266,12 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
         mapping = {vs[0].name: vn, vs[1].name: c_out, vs[2].name: Int(0), vs[3].name: p}
         return _epilogue_store(epi, Load(accb, (mi, ni)), mapping, ov, (vn, c_out, p), conds)
 
-    sched += [f"tile(m={co}, n={n_pix}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} i32 register tile",
+    sched += [f"tile(m={co}, n={n_pix}; {mr}, {nr}) -> mo, nt, mi, ni  # {mr}x{nr} {acc_t} register tile",
               f"split(n, {blk}) -> nb, n", f"split(k, {group}) -> kq  # {group} products per lane and step",
-              "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x i32>",
+              "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x {acc_t}>",
               "compute_at(epilogue, ni)  # requantize, then the group's epilogue, before the one store"]
     gemm = gemm_tiles(mr, nr, co // mr, cols // nr, kg_n, lambda mo, kg, mi: Load(wbuf, (mo, kg, mi)),
-                      lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store,
-                      "dpbusd" if group == 4 else "dpwssd")
+                      lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store, fn, acc_dtype=acc_t)
     stmts.append(For(vb, nblocks, Seq([prologue, gemm])))
     return For(vn, n_b, Seq(stmts))
 

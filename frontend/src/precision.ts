@@ -6,7 +6,9 @@
 import type { FusedNode, GraphFused, ModelAccuracy } from "./events";
 import { splitPipeline } from "./pipeline";
 
-export type Precision = "int8" | "fp32" | "convert";
+export type Precision = "int8" | "bf16" | "fp16" | "fp32" | "convert";
+/** The reduced precisions of the quantize pass: layers with an SQNR on the heat map (int8 from its ops). */
+export const REDUCED: ReadonlySet<string> = new Set(["int8", "bf16", "fp16"]);
 
 const INT8_OPS = new Set(["QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "ConvInteger", "MatMulInteger"]);
 const CONVERT_OPS = new Set(["QuantizeLinear", "DequantizeLinear"]);
@@ -41,7 +43,8 @@ export interface NodePrecision {
   colour: string;
 }
 
-/** Every fused-graph node's precision and colour; a layer the report kept in fp32 is fp32. */
+/** Every fused-graph node's precision and colour; a layer the report kept in fp32 is fp32, one it computed
+ * in bf16/fp16 (a Conv/MatMul/Gemm on rounded operands: same op type) has that precision. */
 export function nodePrecisions(nodes: Iterable<FusedNode>, acc: ModelAccuracy | undefined): Map<string, NodePrecision> {
   const byNode = new Map((acc?.layers ?? []).map((l) => [l.node, l]));
   const out = new Map<string, NodePrecision>();
@@ -49,8 +52,9 @@ export function nodePrecisions(nodes: Iterable<FusedNode>, acc: ModelAccuracy | 
     const layer = byNode.get(n.name) ?? byNode.get(n.id);
     let p = opPrecision(n.op_type);
     if (layer?.precision === "fp32") p = "fp32";
-    const db = p === "int8" ? layer?.sqnr_db ?? null : null;
-    out.set(n.id, { precision: p, sqnr_db: db, colour: p === "int8" ? sqnrColour(db) : p === "convert" ? CONVERT_COLOUR : FP32_COLOUR });
+    else if (layer?.precision === "bf16" || layer?.precision === "fp16") p = layer.precision;
+    const db = REDUCED.has(p) ? layer?.sqnr_db ?? null : null;
+    out.set(n.id, { precision: p, sqnr_db: db, colour: REDUCED.has(p) ? sqnrColour(db) : p === "convert" ? CONVERT_COLOUR : FP32_COLOUR });
   }
   return out;
 }

@@ -40,6 +40,22 @@ describe("precision of nodes", () => {
   });
 });
 
+describe("bf16 / fp16 layers", () => {
+  it("a Conv the report computed in bf16 is bf16, painted by its SQNR; the legend names bf16 and no Q/DQ", async () => {
+    const bf: ModelAccuracy = { ...ACC, dtype: "bf16", fallbacks: [], layers: [
+      { node: "conv1", op: "Conv", output: "c1", precision: "bf16", sqnr_db: 47.2, max_abs_error: 0.01 },
+      { node: "fc", op: "Gemm", output: "y", precision: "fp32", sqnr_db: null, max_abs_error: null }] };
+    const m = nodePrecisions([node("conv1", "Conv"), node("fc", "Gemm"), node("relu", "Relu")], bf);
+    expect(m.get("conv1")).toEqual({ precision: "bf16", sqnr_db: 47.2, colour: SQNR_BANDS[0].colour });
+    expect(m.get("fc")?.precision).toBe("fp32");
+    expect(m.get("relu")?.precision).toBe("fp32");
+    const { precisionLegend } = await import("../src/panes/graph");
+    const text = precisionLegend("bf16").map((e) => e.textContent).join(" ");
+    expect(text).toContain("bf16 ≥ 40 dB");
+    expect(text).not.toContain("quantize / dequantize");
+  });
+});
+
 describe("layer table", () => {
   it("sorts by SQNR worst first (missing last) and by error", () => {
     const rows = layerRows(ACC);

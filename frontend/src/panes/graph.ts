@@ -47,11 +47,13 @@ function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }>
   });
 }
 
-/** The legend of the precision colouring: the SQNR bands of int8 nodes, unmeasured int8, Q/DQ, fp32. */
-export function precisionLegend(): HTMLElement[] {
+/** The legend of the precision colouring: the SQNR bands of the reduced-precision nodes (``dtype``: int8,
+ * bf16 or fp16), unmeasured ones, Q/DQ (int8 only), fp32. */
+export function precisionLegend(dtype = "int8"): HTMLElement[] {
   const item = (colour: string, label: string) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: { background: colour } }), label);
-  return [h("span", { class: "muted" }, "precision: "), ...SQNR_BANDS.map((b) => item(b.colour, `int8 ${b.label}`)),
-    item(INT8_UNMEASURED, "int8 (no SQNR)"), item(CONVERT_COLOUR, "quantize / dequantize"), item(FP32_COLOUR, "fp32")];
+  return [h("span", { class: "muted" }, "precision: "), ...SQNR_BANDS.map((b) => item(b.colour, `${dtype} ${b.label}`)),
+    item(INT8_UNMEASURED, `${dtype} (no SQNR)`), ...(dtype === "int8" ? [item(CONVERT_COLOUR, "quantize / dequantize")] : []),
+    item(FP32_COLOUR, "fp32")];
 }
 
 export function graphPane(): Pane {
@@ -99,7 +101,7 @@ export function graphPane(): Pane {
       for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) kernelUs.set(k.name, k.timed.median_us);
       const precision = ctx?.state.accuracy || f.nodes.some((n) => opPrecision(n.op_type) === "int8")
         ? nodePrecisions(f.nodes, ctx?.state.accuracy) : undefined;
-      replace(legend, ...(precision ? precisionLegend() : []));
+      replace(legend, ...(precision ? precisionLegend(ctx?.state.accuracy?.dtype ?? "int8") : []));
       drawing = draw({ laid: graph, built, nodes, groups, kernelUs, precision, onSelect: select });
       replace(canvas, drawing.svg);
       markCommented();

@@ -7,7 +7,7 @@ import { api } from "../api";
 import { h, replace } from "../dom";
 import type { ModelAccuracy, ModelTimed } from "../events";
 import { fmtMs, fmtNum, fmtSci, fmtUs } from "../format";
-import { excludePipeline, fmtDb, layerRows, type LayerRow, sortRows, type SortKey, sqnrColour } from "../precision";
+import { excludePipeline, fmtDb, layerRows, type LayerRow, REDUCED, sortRows, type SortKey, sqnrColour } from "../precision";
 import { navigate } from "../router";
 import type { PaneContext } from "./types";
 
@@ -52,14 +52,14 @@ export function precisionCard(ctx: PaneContext, acc: ModelAccuracy): HTMLElement
     replace(tbody, ...sortRows(rows, key, asc).map((r) => {
       const excl = ctx.meta ? excludePipeline(ctx.meta.pipeline, r.node) : null;
       const btn = h("button", { class: "btn keep-fp32", title: excl ? `recompile with ${r.node} in FP32` : "not possible for this layer" }, "keep in FP32") as HTMLButtonElement;
-      if (!excl || r.precision !== "int8") btn.disabled = true;
+      if (!excl || !REDUCED.has(r.precision)) btn.disabled = true;
       btn.addEventListener("click", () => void recompile(ctx, r, btn));
       return h("tr", { "data-node": r.node, class: `layer-${r.precision}` },
         h("td", null, h("code", null, r.node)), h("td", null, r.op), h("td", null, r.precision),
-        h("td", { class: "num sqnr", style: { background: r.precision === "int8" ? sqnrColour(r.sqnr_db) : "" } }, fmtDb(r.sqnr_db)),
+        h("td", { class: "num sqnr", style: { background: REDUCED.has(r.precision) ? sqnrColour(r.sqnr_db) : "" } }, fmtDb(r.sqnr_db)),
         h("td", { class: "num" }, r.max_abs_error === null ? "–" : fmtSci(r.max_abs_error)),
         h("td", { class: "num" }, r.time_us === null ? "–" : fmtUs(r.time_us)),
-        h("td", null, r.precision === "int8" ? btn : null));
+        h("td", null, REDUCED.has(r.precision) ? btn : null));
     }));
   };
   draw();
@@ -71,7 +71,9 @@ export function precisionCard(ctx: PaneContext, acc: ModelAccuracy): HTMLElement
       ? `criterion met: every output ≥ ${fmtNum(c.min_sqnr_db)} dB SQNR, top-1 ≥ ${fmtNum(100 * c.min_top1)}% where it applies`
       : `criterion FAILED: ${c.reasons.join("; ")}`),
     h("p", { class: "speed" }, speedLine(ctx.state.timing)),
-    h("p", { class: "muted" }, `calibration ${acc.calibration.method} on ${acc.calibration.samples} ${acc.calibration.random ? "seeded random inputs (ranges mean little)" : "samples"}; activations ${acc.calibration.activation}, weights int8 ${acc.calibration.per_channel ? "per channel" : "per tensor"}`),
+    h("p", { class: "muted" }, acc.dtype === "int8"
+      ? `calibration ${acc.calibration.method} on ${acc.calibration.samples} ${acc.calibration.random ? "seeded random inputs (ranges mean little)" : "samples"}; activations ${acc.calibration.activation}, weights int8 ${acc.calibration.per_channel ? "per channel" : "per tensor"}`
+      : `measured on ${acc.calibration.samples} ${acc.calibration.random ? "seeded random inputs (the figures mean little)" : "samples"}; activations and weights rounded to ${acc.dtype}, float32 accumulation`),
     h("table", { class: "grid accuracy-outputs" },
       h("thead", null, h("tr", null, ...["output", "SQNR", "max abs", "max rel", "top-1", "top-5"].map((x, i) => h("th", { class: i ? "num" : undefined }, x)))),
       h("tbody", null, ...outs.map(([name, o]) => h("tr", null, h("td", null, h("code", null, name)), h("td", { class: "num" }, fmtDb(o.sqnr_db)),
