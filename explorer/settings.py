@@ -10,6 +10,8 @@ Environment:
                                  file's absolute path, or engine, host, port and name), the same for the
                                  web server and the workers of one database
     PRISM_VAR_DIR                where the SQLite file and uploaded models live, default var/
+    PRISM_FRONTEND_DIST          the built browser app (index.html, assets/), default frontend/dist of
+                                 the checkout (set it when Prism is installed as a package)
     PRISM_MAX_UPLOAD_BYTES       largest accepted model upload in bytes, default 200 MB
     PRISM_COMPILE_TIME_LIMIT_S   hard time limit of one compilation in seconds, default 300
     PRISM_COMPILE_SOFT_TIME_LIMIT_S  soft limit (ends the log saying so), default 15 s before it
@@ -183,7 +185,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
-FRONTEND_DIST = BASE_DIR / "frontend" / "dist"
+FRONTEND_DIST = Path(os.environ.get("PRISM_FRONTEND_DIST") or BASE_DIR / "frontend" / "dist").resolve()
 # WhiteNoise serves frontend/dist (its /assets/ and root files) and, through the finders, the
 # admin's static files without a collectstatic step.
 WHITENOISE_ROOT = FRONTEND_DIST if FRONTEND_DIST.is_dir() else None
