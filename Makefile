@@ -7,8 +7,11 @@ run:
 test:
 	scripts/test.sh $(PYTEST_ARGS)
 
+# The same gates tests/test_lint.py runs: ruff, the layer contracts (pyproject.toml), mypy on compiler/
 lint:
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
+	.venv/bin/mypy
 
 migrate:
 	.venv/bin/python manage.py migrate
