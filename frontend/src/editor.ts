@@ -44,6 +44,16 @@ const markedLine = StateField.define<DecorationSet>({
   provide: (f) => EditorView.decorations.from(f),
 });
 
+/** Fixed line classes (1-based line -> CSS class), e.g. the assembly's loop marks. */
+export function lineClasses(classes: ReadonlyMap<number, string>): Extension {
+  return StateField.define<DecorationSet>({
+    create: (state) => Decoration.set([...classes].filter(([n]) => n >= 1 && n <= state.doc.lines).sort((a, b) => a[0] - b[0])
+      .map(([n, cls]) => Decoration.line({ class: cls }).range(state.doc.line(n).from))),
+    update: (deco, tr) => deco.map(tr.changes),
+    provide: (f) => EditorView.decorations.from(f),
+  });
+}
+
 function baseExtensions(lang: Lang): Extension[] {
   return [
     lineNumbers(),
@@ -83,6 +93,8 @@ export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLine
       })
     : [];
   const view = new EditorView({ parent, state: EditorState.create({ doc: text, extensions: [baseExtensions(lang), extra, more] }) });
+  // CodeMirror draws only the lines in view: the browser tests (and the console) read the whole text here.
+  (view.dom as HTMLElement & { prismView?: EditorView }).prismView = view;
   return {
     dom: view.dom,
     view,

@@ -218,3 +218,40 @@ def test_downloads_open_with_their_own_loaders(stack, page, tmp_path):
     assert [n.name for n in onnx.load_from_string(zf.read("model.onnx")).graph.node] == ["decided_at_run_time"]
     assert page.locator(".downloads li[data-missing='module.o']").count() == 1  # says why there is none
     shot(page, "depth-08-reproducer")
+
+
+# The whole text a CodeMirror view holds (it draws only the lines in view): its EditorView, from the DOM.
+SHOWN = "() => document.querySelector('.kernel-detail .cm-editor').prismView.state.doc.toString().split('\\n')"
+
+
+def test_assembly_as_compiler_explorer_shows_it(stack, page, tmp_path):
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    comp = stack.compile(model["id"], pipeline="O2", input_shapes={"x": [1, 3, 64, 64]})
+    stack.wait_finished(comp["id"])
+    with stack.http() as c:
+        events = c.get(f"/api/compilations/{comp['id']}/events").json()["events"]
+    compiled = {e["kernel"]: e for e in events if e["type"] == "kernel.compiled"}
+    kernel = next(k for k in compiled if k.startswith("fused_conv2d"))
+    page.goto(f"{stack.url}/c/{comp['id']}/kernel/{kernel}?tab=asm")
+    page.wait_for_selector(".kernel-detail .asm-toolbar")
+    lines = page.evaluate(SHOWN)
+    raw = compiled[kernel]["asm"].splitlines()
+    assert any(re.match(r"\s*\.(p2align|section|globl)", x) for x in raw)  # the raw text has them
+    assert not any(re.match(r"\s*\.[a-z]", x) for x in lines), [x for x in lines if re.match(r"\s*\.[a-z]", x)][:5]
+    assert not any(x.startswith(".LCPI") for x in lines) and not any("#" in x for x in lines)
+    assert f"{kernel}:" in lines and compiled[kernel]["symbol"] not in " ".join(lines)  # readable name
+    count = page.inner_text(".asm-count")
+    assert f"of {len(raw)} lines shown" in count, count
+    # The innermost loop: marked, and the link goes there; its last line branches back to its first.
+    hot = page.locator(".kernel-detail .cm-line.asm-hot-loop")
+    assert hot.count() >= 2
+    page.click(".asm-goto-loop")
+    page.wait_for_selector(".kernel-detail .cm-line.cm-marked-line.asm-hot-loop")
+    shot(page, "depth-09-asm")
+    # Each filter toggles: directives shown again.
+    page.uncheck(".asm-toolbar input[data-filter=directives]")
+    page.wait_for_selector(".asm-toolbar input[data-filter=directives]:not(:checked)")
+    assert any(re.match(r"\s*\.p2align", x) for x in page.evaluate(SHOWN))
+    page.check(".asm-toolbar input[data-filter=directives]")
+    page.wait_for_selector(".asm-toolbar input[data-filter=directives]:checked")
+    assert not any(re.match(r"\s*\.p2align", x) for x in page.evaluate(SHOWN))

@@ -6,7 +6,8 @@ import { emptyState, h, replace } from "../dom";
 import { fmtMs, fmtNum, fmtUs } from "../format";
 import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrows";
 import { loopIr } from "../lang/loopir";
-import { asm, llvmIr } from "../lang/llvmir";
+import { llvmIr } from "../lang/llvmir";
+import { asmView, type AsmView } from "./asmview";
 import { linkTo } from "../router";
 import type { KernelState } from "../state";
 import { KERNEL_TABS, type KernelTab } from "../urlstate";
@@ -44,6 +45,7 @@ export function kernelsPane(): Pane {
   let lastTable: unknown[] = [];
   let lastDetail: unknown[] = [];
   let viewer: CodeViewer | DiffViewer | null = null;
+  let asmShown: AsmView | null = null;
 
   const renderTable = (force = false) => {
     if (!ctx) return;
@@ -115,12 +117,22 @@ export function kernelsPane(): Pane {
     };
     const key = [view.kernel, view.tab, text, k?.lowered?.schedule, k?.timed];
     if (key.every((x, i) => x === lastDetail[i])) {
-      if (viewer && "view" in viewer) setCommentCounts(viewer.view, lineCounts());
+      const shownCounts = (m: Map<number, number>): Map<number, number> => {
+        if (!asmShown) return m;
+        const out = new Map<number, number>();
+        for (const [l, n] of m) {
+          const at = asmShown.shownLine(l);
+          if (at !== null) out.set(at, n);
+        }
+        return out;
+      };
+      if (viewer && "view" in viewer) setCommentCounts(viewer.view, shownCounts(lineCounts()));
       return;
     }
     lastDetail = key;
     viewer?.destroy();
     viewer = null;
+    asmShown = null;
     const tabs = h("div", { class: "tabs", role: "tablist" }, ...KERNEL_TABS.map((t) =>
       linkTo(h("a", { class: `tab${t === view.tab ? " active" : ""}`, role: "tab", "aria-selected": t === view.tab ? "true" : "false", dataset: { tab: t } }, TAB_LABEL[t], tabText(k, t) === undefined ? " (–)" : ""), { page: "compilation", id, view: "kernel", kernel: view.kernel, tab: t }),
     ));
@@ -150,9 +162,19 @@ export function kernelsPane(): Pane {
       host.classList.add("diff");
       detail.insertBefore(h("div", { class: "diff-labels" }, h("span", null, "LLVM IR as generated"), h("span", null, "after LLVM's optimization passes")), host);
       viewer = diffViewer(host, k?.compiled?.llvm_ir ?? "", text, llvmIr);
+    } else if (view.tab === "asm") {
+      const bar = h("div", { class: "asm-bar" });
+      detail.insertBefore(bar, host);
+      const symbols = Object.fromEntries([...state.kernels].filter(([, x]) => x.compiled?.symbol).map(([name, x]) => [String(x.compiled?.symbol), name]));
+      asmShown = asmView(host, bar, text, {
+        target: state.started?.target ?? "host", symbols, counts: lineCounts(),
+        onComment: onComment ? (line, t) => onComment({ kind: "code_line", kernel: kernelName, code: "asm", line, text: t }) : undefined,
+        rerender: () => ((lastDetail = []), renderDetail()),
+      });
+      viewer = asmShown.viewer;
     } else {
       const gutter = onComment && code ? [commentGutter(lineCounts(), (line, t) => onComment({ kind: "code_line", kernel: kernelName, code, line, text: t }))] : [];
-      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : view.tab === "asm" ? asm : llvmIr, undefined, gutter);
+      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : llvmIr, undefined, gutter);
     }
   };
 
