@@ -8,9 +8,19 @@ Its :meth:`CompileError.to_dict` is the payload of a ``compile.failed`` event (D
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .events.schema import FAILURE_STAGES
+
+# terminal escape sequences (colour codes ONNX Runtime and LLVM print) and other control characters
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: object) -> str:
+    """``text`` as one line of plain text: escape sequences and control characters removed,
+    whitespace runs (newlines included) made one space."""
+    return " ".join(_CONTROL.sub(" ", str(text)).split())
 
 #: the stages a CompileError names: the ``compile.failed`` stages of the event schema
 STAGES = FAILURE_STAGES
@@ -41,7 +51,7 @@ class CompileError(Exception):
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
         self.stage = stage
-        self.message = " ".join(str(message).split())  # always one line
+        self.message = one_line(message)  # always one line, no control characters
         self.node = node
         self.op = op
         self.pass_name = pass_name

@@ -31,6 +31,23 @@ def running_kernel(d: Path) -> str | None:
     if not p.exists():
         return None
     lines = p.read_text().splitlines()
-    if not lines or lines[-1] == "done":
+    if "done" in lines or not lines:  # after "done": ONNX Runtime and the timing (AFTER_KERNELS markers)
         return None
     return lines[-1].removeprefix("start ")
+
+
+#: markers a child writes after its kernels ran (after ``done``): the phase a crash then happened in
+AFTER_KERNELS = ("onnxruntime", "timing")
+
+
+def mark(d: Path, phase: str) -> None:
+    """Append the marker ``phase`` (one of :data:`AFTER_KERNELS`) to ``d/progress``."""
+    with open(d / "progress", "a") as f:
+        f.write(phase + "\n")
+
+
+def last_marker(d: Path) -> str | None:
+    """The last line of ``d/progress``, or None."""
+    p = d / "progress"
+    lines = p.read_text().splitlines() if p.exists() else []
+    return lines[-1] if lines else None

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from compiler.errors import one_line
+from compiler.runtime.buffers import mark
 from compiler.runtime.timing import one_thread, ort_options, repeats_for, time_rounds
 
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
@@ -75,8 +77,12 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
     sess = None
     storage = man.get("storage") or {"inputs": {}, "outputs": {}}
     ort_feed = _storage_feed(inputs, list(inputs), man.get("ort_feeds", {}), storage["inputs"])
-    if man["verify"] or man["benchmark"]:
+    if man.get("ort_failed"):  # a first run died inside ONNX Runtime: Prism's result without it
+        result["ort_error"] = man["ort_failed"]
+    elif man["verify"] or man["benchmark"]:
         import onnxruntime as ort
+
+        mark(d, "onnxruntime")  # a crash from here on is ONNX Runtime's (compiler.runtime.process)
 
         so = ort_options(ort, bound.threads)
         if man.get("ort_no_opt"):  # a QDQ reference run as written (compiler.quant.evaluate)
@@ -108,6 +114,7 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
             if elem is not None:
                 result["outputs"][name]["storage"] = type_name(elem)
     if man["benchmark"]:
+        mark(d, "timing")
         repeats = repeats_for(bound.run, man)
         timed = _timing_sessions(d, man, sess, bound.threads)  # [(key, session)]: the model, or FP32 and INT8
         result.update(time_rounds(bound, timed, ort_feed, repeats))
@@ -121,6 +128,8 @@ def _timing_sessions(d: Path, man: dict[str, Any], sess: Any, threads: int) -> l
     ``man["timing_models"]`` names files (a quantized compilation: ``{"onnxruntime_ms": FP32 model,
     "onnxruntime_int8_ms": QDQ model}``), one fully optimized session (``threads`` intra-op threads) per file."""
     models = man.get("timing_models") or {}
+    if man.get("ort_failed"):
+        return []
     if not models:
         return [("onnxruntime_ms", sess)] if sess is not None else []
     import onnxruntime as ort
@@ -175,13 +184,13 @@ def _ort_problem(exc: BaseException, storage: dict[str, dict[str, int]]) -> str:
     """A sentence for ONNX Runtime failing to load or run the model (``ort_error`` of the result)."""
     from compiler.runtime.narrow_io import type_name
 
-    msg = " ".join(str(exc).split()) or type(exc).__name__
+    msg = one_line(exc) or type(exc).__name__
     types = sorted({type_name(e) for e in (*storage["inputs"].values(), *storage["outputs"].values())})
     kinds = f" in {', '.join(types)}" if types else ""
     m = re.search(r"Could not find an implementation for (\S+) node with name '([^']*)'", msg)
     if m is not None:
         return f"ONNX Runtime has no CPU kernel for {m.group(1)}{kinds} (node {m.group(2)!r})"
-    return f"ONNX Runtime cannot run the model{kinds}: {msg[:300]}"
+    return f"ONNX Runtime failed{kinds} ({msg[:300]})"
 
 
 QUANTIZED_MIN_SQNR_DB = 40.0

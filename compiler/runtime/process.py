@@ -29,14 +29,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import CompileError
-from .buffers import running_kernel
+from ..errors import CompileError, one_line
+from .buffers import last_marker, running_kernel
 from .limits import Limits, limit_message
 
 RUN_DIR = re.compile(r"prism-(run|exec)-(\d+)-")
-# ONNX Runtime's log lines ("2026-01-01 10:00:00.1 [W:onnxruntime:...]") and terminal colour codes
+# ONNX Runtime's log lines ("2026-01-01 10:00:00.1 [W:onnxruntime:...]")
 _ORT_LOG = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[A-Z]:onnxruntime")
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 @contextmanager
@@ -79,7 +78,7 @@ def _alive(pid: int) -> bool:
 def clean_tail(stderr: str) -> str:
     """The last meaningful line of a child's stderr: terminal control codes removed, ONNX Runtime's
     own log lines (warnings printed while loading a model) skipped, at most 300 characters."""
-    lines = [_CONTROL.sub("", line).strip() for line in stderr.splitlines()]
+    lines = [one_line(line) for line in stderr.splitlines()]
     lines = [line for line in lines if line and not _ORT_LOG.match(line)]
     return (lines or [""])[-1][:300]
 
@@ -92,8 +91,9 @@ def run_child(d: Path, timeout_s: float, after: str = "the child process", limit
     ``the run ran out of memory under its address-space limit of N bytes`` or ``... CPU-time limit``
     when it hit an rlimit; ``generated code crashed in kernel K: killed by SIGSEGV ...`` (or ``before
     the first kernel``) when it dies while kernels run, with ``kernel=K``; ``the kernels ran, then
-    <after> failed`` when it dies after its kernels finished (ONNX Runtime, the comparison, writing
-    the result). Messages carry no control characters.
+    <after> failed`` when it dies after its kernels finished (the comparison, the timing, writing
+    the result); ReferenceFailed (``ONNX Runtime failed (killed by SIGFPE)``) when it died inside ONNX
+    Runtime's load or run of the reference. Messages carry no control characters.
     """
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
@@ -116,6 +116,8 @@ def run_child(d: Path, timeout_s: float, after: str = "the child process", limit
            else f"exited with status {proc.returncode}")
     tail = clean_tail(proc.stderr)
     if kernel is None and _finished(d):
+        if last_marker(d) == "onnxruntime":
+            raise ReferenceFailed(f"ONNX Runtime failed ({how}{': ' + tail if tail else ''})")
         raise CompileError("run", f"the kernels ran, then {after} failed ({how}): {tail}")
     where = f"in kernel {kernel}" if kernel else "before the first kernel"
     raise CompileError("run", f"generated code crashed {where}: {how} {tail}".strip(), kernel=kernel)
@@ -123,4 +125,12 @@ def run_child(d: Path, timeout_s: float, after: str = "the child process", limit
 
 def _finished(d: Path) -> bool:
     p = d / "progress"
-    return p.exists() and p.read_text().splitlines()[-1:] == ["done"]
+    return p.exists() and "done" in p.read_text().splitlines()
+
+
+class ReferenceFailed(CompileError):
+    """Prism's kernels ran, then the child died inside ONNX Runtime (a signal or an exit while it loaded
+    or ran the reference): the runner measures again without it (``compiler.runtime.runner``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("run", message)

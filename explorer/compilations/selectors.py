@@ -78,6 +78,23 @@ def last_event(comp: Compilation) -> dict | None:
     return row.as_event() if row else None
 
 
+def verification(compilation_id: str) -> tuple[bool | None, str | None]:
+    """`(verified, verification)` of a compilation from its `model.verified` event: `(True, "outputs
+    match ONNX Runtime ...")` when compared and within tolerance, `(False, "outputs differ ...")` when
+    compared and not, `(None, "not verified: <why>")` when ONNX Runtime could not be compared with,
+    `(None, None)` before (or without) a verification."""
+    row = CompilationEvent.objects.filter(compilation_id=compilation_id, type="model.verified").order_by("-seq").first()
+    if row is None:
+        return None, None
+    v = row.payload
+    if v.get("verified") is False or v.get("passed") is None:
+        return None, str(v.get("message") or "not verified")
+    errors = f"max abs error {v.get('max_abs_error'):.3g}, max rel error {v.get('max_rel_error'):.3g}"
+    if v.get("passed"):
+        return True, f"outputs match ONNX Runtime ({errors})"
+    return False, f"outputs differ from ONNX Runtime ({errors}; rtol {v.get('rtol')}, atol {v.get('atol')})"
+
+
 def event_count(compilation_id: str) -> int:
     return CompilationEvent.objects.filter(compilation_id=compilation_id).count()
 
@@ -113,7 +130,8 @@ def model_dict(model: UploadedModel, requester) -> dict:
 
 def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None) -> dict:
     """API form of a compilation (from `compilation_for`): identity, owner and visibility, request,
-    status and where to read its events and comments."""
+    status (with `verified`/`verification`: the verdict against ONNX Runtime, `verification`) and
+    where to read its events and comments."""
     out = {
         "id": comp.id,
         "url": f"/c/{comp.id}",
@@ -138,6 +156,7 @@ def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None
         "attempts": comp.attempts,
         "worker": comp.worker,
         "event_count": event_count(comp.id),
+        **dict(zip(("verified", "verification"), verification(comp.id), strict=True)),
         "created_at": comp.created_at.isoformat(),
         "started_at": comp.started_at.isoformat() if comp.started_at else None,
         "finished_at": comp.finished_at.isoformat() if comp.finished_at else None,

@@ -111,6 +111,18 @@ export function shortVerdict(v: ModelVerified | undefined): string {
   return `${kind === "passed" ? "✔ match" : "✘ differ"} (max abs ${fmtSci(v.max_abs_error)})`;
 }
 
+/**
+ * The page header's verification badge beside the status (a compilation whose outputs differ still
+ * "succeeded": the badge is where that shows): `null` before a `model.verified` event.
+ */
+export function headerVerdict(v: ModelVerified | undefined): { kind: VerdictKind; text: string; title: string } | null {
+  if (!v) return null;
+  const kind = verdictKind(v);
+  const text = kind === "passed" ? "verified" : kind === "differ" ? "verification failed" : "not verified";
+  const title = kind === "not-verified" ? `not verified: ${notVerifiedReason(v)}` : `${HEADLINE[kind]} (max abs error ${fmtSci(v.max_abs_error)})`;
+  return { kind, text, title };
+}
+
 function plural(n: number, word: string): string {
   return n === 1 ? word : `${word}s`;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { overview, type CompareSide } from "../src/pages/compareRows";
 import { reduceAll } from "../src/state";
-import { appliedAtol, describeVerification, outputRows, shortVerdict, storageKinds, storageLines, storageNotes, verdictKind } from "../src/verdict";
+import { appliedAtol, describeVerification, headerVerdict, outputRows, shortVerdict, storageKinds, storageLines, storageNotes, verdictKind } from "../src/verdict";
 import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
 
 describe("verdict", () => {
@@ -96,5 +96,18 @@ describe("compare overview", () => {
     expect(row(rows, "accuracy")?.[1]).toBe("✘ differ (max abs 5.00e-1)");
     expect(row(rows, "ONNX Runtime latency")).toEqual(["ONNX Runtime latency", "40 µs", "–", ""]);
     expect(row(rows, "Prism / ONNX Runtime")).toEqual(["Prism / ONNX Runtime", "1.25×", "–"]);
+  });
+});
+
+describe("header verdict", () => {
+  it("shows a failed verification beside a succeeded status, and why a run was not verified", () => {
+    expect(headerVerdict(undefined)).toBeNull();
+    expect(headerVerdict(PASSED)?.text).toBe("verified");
+    const differ = headerVerdict(DIFFER);
+    expect(differ?.kind).toBe("differ");
+    expect(differ?.text).toBe("verification failed");
+    expect(differ?.title).toMatch(/^✘ outputs differ from ONNX Runtime \(max abs error /);
+    const crashed = headerVerdict({ ...NOT_VERIFIED, message: "not verified: ONNX Runtime failed (killed by SIGFPE)" });
+    expect(crashed).toEqual({ kind: "not-verified", text: "not verified", title: "not verified: ONNX Runtime failed (killed by SIGFPE)" });
   });
 });

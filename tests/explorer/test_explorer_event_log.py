@@ -56,11 +56,13 @@ def test_a_superseded_run_cannot_write(make_compilation):
 def test_failure_appended_by_the_service_continues_the_seq(make_compilation):
     comp = make_compilation(status=Compilation.Status.RUNNING, attempts=1)
     record_event(comp.id, ev(0, "compile.started"), attempt=1)
-    record_event(comp.id, ev(1, "kernel.compiled", kernel="k0"), attempt=1)
+    record_event(comp.id, ev(1, "kernel.lowered", kernel="k0"), attempt=1)
+    record_event(comp.id, ev(2, "kernel.lowered", kernel="k1"), attempt=1)
+    record_event(comp.id, ev(3, "kernel.compiled", kernel="k0"), attempt=1)  # k1 still compiling
     assert append_failure(comp.id, reason="worker_lost", message="lost\nit")
     comp.refresh_from_db()
     last = comp.events.last()
-    assert (last.seq, last.type) == (2, "compile.failed")
+    assert (last.seq, last.type) == (4, "compile.failed")
     assert last.payload == {"stage": "codegen", "message": "lost it", "reason": "worker_lost"}
     assert comp.status == "failed" and comp.error == last.payload
 

@@ -165,6 +165,10 @@ class CompilationOut(serializers.Serializer):
     attempts = serializers.IntegerField()
     worker = serializers.CharField()
     event_count = serializers.IntegerField()
+    verified = serializers.BooleanField(allow_null=True, help_text="true: outputs match ONNX Runtime; false: they "
+                                        "differ (the compilation still succeeded); null: not compared (yet)")
+    verification = serializers.CharField(allow_null=True, help_text="the verdict in words, e.g. 'not verified: "
+                                         "ONNX Runtime failed (killed by SIGFPE)'; null before a verification")
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)

@@ -14,6 +14,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from channels.exceptions import ChannelFull
@@ -22,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from compiler.errors import one_line
 from compiler.events import EVENT_STAGE, RESERVED_KEYS, TERMINAL_EVENT_TYPES, check_payload
 from explorer.compilations import messages
 from explorer.compilations.models import Compilation, CompilationEvent
@@ -56,6 +58,19 @@ def stage_after(event_type: str | None) -> str:
     """The compiler stage in progress after an event of this type: the stage the schema says it is
     emitted in (``compiler.events.EVENT_STAGE``); "import" before any event."""
     return EVENT_STAGE.get(event_type or "", "import")
+
+
+def failure_stage(comp: Compilation) -> str:
+    """The stage a run was in when it stopped, read from its log: the stage of its last event's type
+    (`stage_after`), except that once every lowered kernel has its `kernel.compiled` the codegen
+    stage is over and the run stage (link, run in the child) has begun."""
+    last = comp.events.order_by("-seq").values_list("type", flat=True).first()
+    if last == "kernel.compiled":
+        counts = Counter(comp.events.filter(type__in=("kernel.lowered", "kernel.compiled"))
+                         .values_list("type", flat=True))
+        if counts["kernel.compiled"] >= counts["kernel.lowered"]:
+            return "run"
+    return stage_after(last)
 
 
 def record_event(compilation_id: str, event: dict, *, attempt: int | None = None) -> CompilationEvent:
@@ -101,8 +116,7 @@ def append_failure(compilation_id: str, *, message: str, reason: str, stage: str
         comp = Compilation.objects.select_for_update().get(pk=compilation_id)
         if comp.status in (Compilation.Status.SUCCEEDED, Compilation.Status.FAILED):
             return False
-        last = comp.events.order_by("-seq").values_list("type", flat=True).first()
-        payload = {"stage": stage or stage_after(last), "message": " ".join(message.split()), "reason": reason}
+        payload = {"stage": stage or failure_stage(comp), "message": one_line(message), "reason": reason}
         check_payload("compile.failed", payload)
         stored = _append(comp, "compile.failed", payload, time.time())
     announce(compilation_id, stored.as_event())

@@ -31,7 +31,6 @@ from explorer.compilations.services.events import (
     CompilationSuperseded,
     append_failure,
     record_event,
-    stage_after,
 )
 from explorer.compilations.services.submission import calibration_path
 
@@ -142,7 +141,6 @@ def run_compilation(
     import compiler
 
     comp = Compilation.objects.select_related("model").get(pk=compilation_id)
-    last_type: list[str | None] = [None]
     started = time.monotonic()
     limit_message = f"compilation exceeded the time limit of {soft_limit_s:g} s" if soft_limit_s else ""
 
@@ -155,7 +153,6 @@ def run_compilation(
                 raise CompilationTimeLimit(compilation_id)
             event = {**event, "message": limit_message, "reason": "time_limit"}
         record_event(compilation_id, event, attempt=attempt)
-        last_type[0] = event.get("type")
 
     beat = Heartbeat(compilation_id, attempt)
     beat.start()
@@ -176,19 +173,18 @@ def run_compilation(
         log.warning("compilation %s was reaped while running; stopped", compilation_id)
     except BaseException as exc:
         timed_out = isinstance(exc, CompilationTimeLimit) or over_limit()
-        stage = stage_after(last_type[0])
+        # the stage comes from the log (events.failure_stage)
         if timed_out:
-            append_failure(compilation_id, reason="time_limit", stage=stage, message=limit_message)
+            append_failure(compilation_id, reason="time_limit", message=limit_message)
         else:
             log.exception("compilation %s crashed the service", compilation_id)
-            append_failure(compilation_id, reason="internal", stage=stage,
-                           message=f"internal error: {type(exc).__name__}: {exc}")
+            append_failure(compilation_id, reason="internal", message=f"internal error: {type(exc).__name__}: {exc}")
         if not isinstance(exc, (Exception, CompilationTimeLimit)):
             raise  # SystemExit (Celery's hard limit), KeyboardInterrupt: after the log is ended
     finally:
         beat.stop()
     # The compiler promises a terminal event; if it broke that promise, end the log ourselves.
-    append_failure(compilation_id, reason="internal", stage=stage_after(last_type[0]),
+    append_failure(compilation_id, reason="internal",
                    message="the compiler returned without a compile.finished or compile.failed event")
 
 

@@ -10,6 +10,7 @@ import { commentsPane } from "../panes/comments";
 import { openComposer, reviewBar } from "../panes/reviewbar";
 import { userMenu } from "./auth";
 import { emptyState, h, replace } from "../dom";
+import { headerVerdict } from "../verdict";
 import { linkTo, navigate } from "../router";
 import { initialState, isDone, pageStatus, reduce, type CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
@@ -46,6 +47,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
 
   const title = h("div", { class: "title" }, h("span", { class: "muted" }, "Compilation "), h("code", null, id));
   const status = h("span", { class: "status-badge" }, "loading");
+  const verifyBadge = h("span", { class: "verify-badge", hidden: true });
   const conn = h("span", { class: "conn muted" });
   const copy = h("button", { class: "btn copy-link", title: "Copy a link to this view" }, "Copy link");
   const copied = h("span", { class: "copied muted", role: "status" });
@@ -72,7 +74,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
     const passName = "pass" in anchor ? state.passes[anchor.pass]?.name : undefined;
     openComposer(id, anchor, passName, () => void refreshReview());
   };
-  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, conn, bar.el, h("span", { class: "spacer" }), other, copy, copied, userMenu());
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, verifyBadge, conn, bar.el, h("span", { class: "spacer" }), other, copy, copied, userMenu());
 
   const progress = progressPane();
   const failure = failurePane();
@@ -102,6 +104,13 @@ export function compilationPage(first: CompilationView): CompilationPage {
     const st = pageStatus(state, meta?.status, notFound);
     status.className = `status-badge ${st.replace(" ", "-")}`;
     replace(status, st);
+    const v = headerVerdict(state.verification);
+    verifyBadge.hidden = v === null;
+    if (v) {
+      verifyBadge.className = `verify-badge ${v.kind}`;
+      verifyBadge.title = v.title;
+      replace(verifyBadge, v.text);
+    }
   };
 
   let frame = 0;
