@@ -68,7 +68,8 @@ def kernel_cache() -> LRUCache[CompiledKernel]:
 
 
 def _llvm():  # type: ignore[no-untyped-def]
-    import llvmlite.binding as llvm
+    """llvmlite.binding with every target and assembly printer initialized."""
+    import llvmlite.binding as llvm  # deferred: loading LLVM costs ~100 ms, and callers that stop before codegen never need it
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()

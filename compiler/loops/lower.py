@@ -41,7 +41,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
 )
 from .compute import Lowering
 from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
-from .ops_elementwise import LOWERINGS, LowerCtx, is_complex
+from .registry import LOWERINGS, LowerCtx, is_complex
 from .sequential import SEQUENTIAL
 from .tensor import Tensor, from_buffer
 

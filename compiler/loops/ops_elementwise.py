@@ -15,12 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import CompileError
 from ..ir import Node
-from ..ops.registry import registry_key
 from .ir import (
     Bin,
-    Buffer,
     Cast,
     Expr,
     Float,
@@ -35,84 +32,8 @@ from .ir import (
     select,
     sub,
 )
-from .tensor import Tensor, broadcast_to, clamp, from_buffer, norm_axis, reshape
-
-Lower = Callable[["LowerCtx", Node, list[Tensor | None]], list[Tensor]]
-
-# The lowering registry, filled only by :func:`register` (each op module's decorators, at import).
-#: registry key (``compiler.ops.registry.registry_key``) -> lowering
-LOWERINGS: dict[str, Lower] = {}
-#: registry keys of the complex ops: their lowering reads an input at computed positions or more than
-#: once per output (reductions, windows, gathers by data, scans), so ``compiler.loops.lower`` keeps
-#: such an op's input in a scratch buffer when another complex op of the same group computes it
-COMPLEX_OPS: set[str] = set()
-
-
-class LowerCtx:
-    """What an op lowering may use: the opset, output shapes/dtypes, fresh variables."""
-
-    def __init__(self, opset: int, lowering) -> None:  # type: ignore[no-untyped-def]
-        self.opset = opset
-        self.lowering = lowering
-        self.new_consts: list[tuple[Buffer, np.ndarray]] = []
-
-    def const_tensor(self, data: np.ndarray, name: str) -> Tensor:
-        """A compile-time array (e.g. folded BatchNormalization scale) as a ``const`` kernel parameter."""
-        data = np.ascontiguousarray(data)
-        clean = "".join(c if c.isalnum() else "_" for c in name)
-        buf = Buffer(f"c{len(self.new_consts)}_{clean}", _short(data.dtype), tuple(data.shape), "const")
-        self.new_consts.append((buf, data))
-        return from_buffer(buf, data)
-
-    @staticmethod
-    def out_shape(node: Node, i: int = 0) -> tuple[int, ...]:
-        t = node.outputs[i].type
-        if t is None or not t.is_static:
-            raise CompileError("lowering", f"{node.label}: output {i} has no static shape", node=node.label,
-                               op=node.op_type)
-        return tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
-
-    @staticmethod
-    def out_dtype(node: Node, i: int = 0) -> str:
-        t = node.outputs[i].type
-        return t.short if t is not None else "f32"
-
-
-def _short(dt: np.dtype) -> str:
-    from ..ir import TensorType
-
-    return TensorType.of(dt, ()).short
-
-
-def bad(node: Node, attribute: str, why: str) -> CompileError:
-    return CompileError("lowering", f"{node.label} ({node.op_type}): {why}", node=node.label, op=node.op_type,
-                        attribute=attribute)
-
-
-def const_input(node: Node, t: Tensor | None, what: str) -> np.ndarray:
-    if t is None or t.const is None:
-        raise bad(node, what, f"input '{what}' must be a constant to lower this op")
-    return np.asarray(t.const)
-
-
-def register(*names: str, complex_op: bool = False) -> Callable[[Lower], Lower]:
-    """Decorator: ``fn`` lowers the ops ``names`` (registry keys: ``op_type``, or ``domain.op_type`` outside
-    the default domain); ``complex_op`` puts them in :data:`COMPLEX_OPS` (a later registration of a name
-    replaces both its lowering and its kind)."""
-    def deco(fn: Lower) -> Lower:
-        for n in names:
-            LOWERINGS[n] = fn
-            if complex_op:
-                COMPLEX_OPS.add(n)
-            else:
-                COMPLEX_OPS.discard(n)
-        return fn
-    return deco
-
-
-def is_complex(node: Node) -> bool:
-    """Whether ``node``'s op is in :data:`COMPLEX_OPS`."""
-    return registry_key(node) in COMPLEX_OPS
+from .registry import Lower, LowerCtx, bad, const_input, register
+from .tensor import Tensor, broadcast_to, clamp, norm_axis, reshape
 
 
 def _f(x: float, dt: str = "f32") -> Expr:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, register
 from .ops_reduce import red
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor
 
 A = -0.75

@@ -19,9 +19,9 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, const_input, register
 from .ops_nn import _geom, _window
 from .ops_reduce import red
+from .registry import LowerCtx, bad, const_input, register
 from .tensor import Tensor, norm_axis
 
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, call, emax, emin, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, const_input, register
 from .ops_reduce import red
+from .registry import LowerCtx, bad, const_input, register
 from .tensor import Tensor, broadcast_to, norm_axis
 
 FLOATS = ("f32", "f64")

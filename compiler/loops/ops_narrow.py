@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..ir import Node
 from ..ops.narrow import INT_BITS
 from .ir import FLOAT_DTYPES, Bin, Call, Cast, Expr, Float, Int, call, emax, emin, select, sub
-from .ops_elementwise import LowerCtx, bad, register
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..ir import Node
 from .compute import reduce_
 from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, land, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, register
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to, norm_axis, reshape
 
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, add, call, mul, sub
-from .ops_elementwise import LowerCtx, bad, register
 from .ops_elementwise import _batchnorm as _folded_batchnorm
 from .ops_reduce import red
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to, norm_axis
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir import Node
 from .ir import Bin, Expr, Float, Int, call, land, select, sub
-from .ops_elementwise import LowerCtx, bad, const_input, register
+from .registry import LowerCtx, bad, const_input, register
 from .tensor import Tensor, clamp, norm_axis
 
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, mul, select
-from .ops_elementwise import LowerCtx, register
 from .ops_nn import _geom, _pool, _window, max_pool_tap
 from .ops_reduce import red
+from .registry import LowerCtx, register
 from .tensor import Tensor, unravel
 
 

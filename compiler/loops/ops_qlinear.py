@@ -21,8 +21,8 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, sub
-from .ops_elementwise import LowerCtx, bad, register
 from .ops_reduce import red
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to
 
 QRANGE = {"u8": (0, 255), "i8": (-128, 127)}

@@ -16,10 +16,10 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, register
 from .ops_nn import _geom, _window
 from .ops_qlinear import multiplier, requantize
 from .ops_reduce import red
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor, norm_axis
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, Var, call, mul, select, sub
-from .ops_elementwise import LowerCtx, const_input, register
+from .registry import LowerCtx, const_input, register
 from .tensor import Tensor, norm_axis
 
 FLOATS = ("f32", "f64")

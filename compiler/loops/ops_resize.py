@@ -27,8 +27,8 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Expr, Float, Int, mul, select
-from .ops_elementwise import LowerCtx, bad, register
 from .ops_reduce import red
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor
 
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, land, mul, select, sub
-from .ops_elementwise import LowerCtx, bad, const_input, register
 from .ops_reduce import identity, red
+from .registry import LowerCtx, bad, const_input, register
 from .tensor import Tensor, clamp, norm_axis
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, emin, mul, select
-from .ops_elementwise import LowerCtx, bad, register
+from .registry import LowerCtx, bad, register
 from .tensor import Tensor
 
 

@@ -35,7 +35,7 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.lower import LoweredKernel, lower_group
-from ..loops.ops_elementwise import LowerCtx, is_complex
+from ..loops.registry import LowerCtx, is_complex
 from ..loops.tensor import Tensor
 from ..targets import Target
 from .gemm import VIRTUAL, epilogue, finish, probe_buffer, replace_anchor

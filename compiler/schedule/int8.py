@@ -34,8 +34,8 @@ import numpy as np
 
 from ..loops.ir import Buffer, Cast, Expr, Int, Load, add, mul
 from ..loops.lower import KernelArg, LoweredKernel, lower_group
-from ..loops.ops_elementwise import LowerCtx
 from ..loops.ops_qlinear import requantize
+from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor
 from ..ops.registry import registry_key
 from ..quant import pack

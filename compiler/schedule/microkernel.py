@@ -50,8 +50,8 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.lower import LoweredKernel, lower_group
-from ..loops.ops_elementwise import LowerCtx
 from ..loops.ops_nn import _geom, _window
+from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to
 from ..targets import Target
 from .conv_se import channel_scale, try_global_pool

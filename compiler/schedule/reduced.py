@@ -23,7 +23,7 @@ import numpy as np
 from ..ir import FusedGroup, Value
 from ..loops.ir import Buffer, Expr, Load, add
 from ..loops.lower import LoweredKernel
-from ..loops.ops_elementwise import LowerCtx
+from ..loops.registry import LowerCtx
 from ..targets import Target, get_target
 from .int8 import conv_kernel, gemm_kernel, lower_anchored
 

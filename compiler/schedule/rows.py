@@ -48,7 +48,7 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.lower import LoweredKernel, lower_group
-from ..loops.ops_elementwise import LowerCtx
+from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to, unravel
 from ..targets import Target
 from .gemm import VIRTUAL, epilogue, finish, replace_anchor

@@ -1,5 +1,5 @@
 """The op registries are filled in one place each: lowerings and their complex-op kind by
-``compiler.loops.ops_elementwise.register``, shape inference and fusion kind by
+``compiler.loops.registry.register``, shape inference and fusion kind by
 ``compiler.ops.registry.op``; no module assigns into them directly."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import compiler.loops.lower  # noqa: F401  (imports every op module: the registries are complete)
 from compiler.ir import Node
-from compiler.loops.ops_elementwise import COMPLEX_OPS, LOWERINGS, is_complex
+from compiler.loops.registry import COMPLEX_OPS, LOWERINGS, is_complex
 from compiler.ops.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3] / "compiler"
 WRITES = re.compile(r"\b(LOWERINGS|COMPLEX_OPS|REGISTRY|SEQUENTIAL)\s*(\[[^\]]*\]\s*=[^=]|\.(update|add|setdefault|pop|discard)\()")
-HOMES = {("loops/ops_elementwise.py", "LOWERINGS"), ("loops/ops_elementwise.py", "COMPLEX_OPS"),
+HOMES = {("loops/registry.py", "LOWERINGS"), ("loops/registry.py", "COMPLEX_OPS"),
          ("ops/registry.py", "REGISTRY"), ("loops/sequential.py", "SEQUENTIAL"),
          ("passes/base.py", "REGISTRY")}  # the pass registry: compiler.passes.base.register
 
