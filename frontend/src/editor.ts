@@ -114,18 +114,40 @@ export function codeViewer(parent: HTMLElement, text: string, lang: Lang, onLine
 
 export interface DiffViewer {
   readonly dom: HTMLElement;
+  /** Marks a 1-based line of the "after" side and scrolls it to the middle; null clears the mark. */
+  markLine(line: number | null): void;
   destroy(): void;
 }
 
-/** Side-by-side diff, `before` on the left; unchanged runs longer than 8 lines collapse. */
+// The collapsed-run marker in words ("… 107 unchanged lines …"): @codemirror/merge's own frames it
+// in "⦚", which fonts without that glyph draw as a box (the CSS in styles.css drops them).
+const diffPhrases = EditorState.phrases.of({ "$ unchanged lines": "… $ unchanged lines …" });
+
+/**
+ * Side-by-side diff, `before` on the left: unchanged lines aligned, each changed chunk starting at
+ * the same height on both sides, changed words highlighted inside changed lines, unchanged runs
+ * longer than 8 lines collapsed behind "… N unchanged lines …" (a click opens them); long lines
+ * scroll sideways instead of wrapping, so the two sides stay line for line.
+ */
 export function diffViewer(parent: HTMLElement, before: string, after: string, lang: Lang): DiffViewer {
   const mv = new MergeView({
     parent,
-    a: { doc: before, extensions: [baseExtensions(lang), EditorView.lineWrapping] },
-    b: { doc: after, extensions: [baseExtensions(lang), EditorView.lineWrapping] },
+    a: { doc: before, extensions: [baseExtensions(lang), diffPhrases] },
+    b: { doc: after, extensions: [baseExtensions(lang), diffPhrases] },
     highlightChanges: true,
     gutter: true,
     collapseUnchanged: { margin: 3, minSize: 8 },
   });
-  return { dom: mv.dom, destroy: () => mv.destroy() };
+  (mv.b.dom as HTMLElement & { prismView?: EditorView }).prismView = mv.b;
+  (mv.a.dom as HTMLElement & { prismView?: EditorView }).prismView = mv.a;
+  return {
+    dom: mv.dom,
+    markLine(line) {
+      const b = mv.b;
+      const effects: StateEffect<unknown>[] = [setMarked.of(line)];
+      if (line !== null && line >= 1 && line <= b.state.doc.lines) effects.push(EditorView.scrollIntoView(b.state.doc.line(line).from, { y: "center" }));
+      b.dispatch({ effects });
+    },
+    destroy: () => mv.destroy(),
+  };
 }

@@ -255,3 +255,46 @@ def test_assembly_as_compiler_explorer_shows_it(stack, page, tmp_path):
     page.check(".asm-toolbar input[data-filter=directives]")
     page.wait_for_selector(".asm-toolbar input[data-filter=directives]:checked")
     assert not any(re.match(r"\s*\.p2align", x) for x in page.evaluate(SHOWN))
+
+
+def _add_chain(path: Path, n: int = 16) -> Path:
+    """x[1, 64] + c_0 + ... + c_{n-1}, then Relu: n distinct constants (lines fuse-ops leaves alone)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), f"c_{i}") for i in range(n)]
+    nodes = [helper.make_node("Add", ["x" if i == 0 else f"a_{i - 1}", f"c_{i}"], [f"a_{i}"], name=f"add_{i}") for i in range(n)]
+    nodes.append(helper.make_node("Relu", [f"a_{n - 1}"], ["y"], name="relu"))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_a_diff_reads_well(stack, page, tmp_path):
+    model = stack.upload(_add_chain(tmp_path / "add-chain.onnx"))
+    comp = stack.compile(model["id"], pipeline="O2", cache=False)
+    stack.wait_finished(comp["id"])
+    with stack.http() as c:
+        events = c.get(f"/api/compilations/{comp['id']}/events").json()["events"]
+    fuse = next(e for e in events if e["type"] == "pass.finished" and e["name"] == "fuse-ops")
+    after = fuse["ir"].splitlines()
+    line = next(i for i, t in enumerate(after, 1) if "prism.fused_group" in t)
+    page.goto(f"{stack.url}/c/{comp['id']}/pass/{fuse['index']}?diff=1&line={line}")
+    page.wait_for_selector(".ir-pane .cm-mergeView .cm-collapsedLines")
+    # The collapsed run in words, framed by no glyph a font may lack.
+    marker = page.inner_text(".ir-pane .cm-collapsedLines >> nth=0")
+    assert re.fullmatch(r"… \d+ unchanged lines …", marker), marker
+    frames = page.evaluate("""() => { const e = document.querySelector('.ir-pane .cm-collapsedLines');
+        return [getComputedStyle(e, '::before').content, getComputedStyle(e, '::after').content]; }""")
+    assert frames == ["none", "none"], frames
+    assert "⦚" not in page.inner_text(".ir-pane")
+    # Lines scroll sideways, never wrap; changed words are marked inside changed lines.
+    assert page.locator(".ir-pane .cm-mergeView .cm-lineWrapping").count() == 0
+    assert page.locator(".ir-pane .cm-mergeView .cm-changedText").count() > 0
+    # ?line=N marks that line of the "after" side and scrolls it into view.
+    marked = page.locator(".ir-pane .cm-merge-b .cm-marked-line")
+    marked.wait_for()
+    assert "prism.fused_group" in marked.inner_text()
+    assert marked.is_visible()
+    shot(page, "depth-10-diff")

@@ -81,7 +81,10 @@ export function irPane(): Pane {
         body.appendChild(h("div", { class: "diff-labels" }, h("span", null, `before: pass ${n - 1} ${prev.name}`), h("span", null, `after: pass ${n} ${pass.name}`)));
         const host = h("div", { class: "cm-host diff" });
         body.appendChild(host);
-        editor = diffViewer(host, prev.ir, pass.ir, graphIr);
+        const dv = diffViewer(host, prev.ir, pass.ir, graphIr);
+        editor = dv;
+        const mark = view.line;
+        if (mark !== undefined) requestAnimationFrame(() => editor === dv && dv.markLine(mark));
       } else {
         const host = h("div", { class: "cm-host" });
         body.appendChild(host);
