@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ..ir import Node
+from . import ops_elementwise  # noqa: F401  (registers first: Pow, Softplus, Clip, Gelu, Dropout here replace its)
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, call, emax, emin, mul, select, sub
 from .ops_reduce import red
 from .registry import LowerCtx, bad, const_input, register

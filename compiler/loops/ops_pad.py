@@ -10,6 +10,7 @@ them), ``wrap`` takes ``j`` modulo ``n``. Every load stays inside the buffer.
 from __future__ import annotations
 
 from ..ir import Node
+from . import ops_elementwise  # noqa: F401  (registers first: Pad here replaces its)
 from .ir import Bin, Expr, Float, Int, call, land, select, sub
 from .registry import LowerCtx, bad, const_input, register
 from .tensor import Tensor, clamp, norm_axis

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..ir import Node
+from . import ops_elementwise  # noqa: F401  (registers first: Resize, Upsample here replace its)
 from .ir import Bin, Expr, Float, Int, mul, select
 from .ops_reduce import red
 from .registry import LowerCtx, bad, register

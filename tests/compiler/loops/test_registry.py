@@ -4,8 +4,13 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import compiler.loops.lower  # noqa: F401  (imports every op module: the registries are complete)
 from compiler.ir import Node
@@ -43,3 +48,19 @@ def test_a_contrib_op_is_complex_by_its_domain_qualified_key():
     assert is_complex(Node("QGemm", [], [], domain="com.microsoft"))
     assert not is_complex(Node("QGemm", [], []))  # no default-domain QGemm exists
     assert REGISTRY["com.microsoft.QGemm"].op_type == "QGemm" and REGISTRY["prism.NarrowCast"].kind == "elementwise"
+
+
+# ops registered twice: the later, specialised lowering must win whatever order the modules load in
+OWNERS = {"Pow": "ops_misc", "Softplus": "ops_misc", "Clip": "ops_misc", "Gelu": "ops_misc", "Dropout": "ops_misc",
+          "BatchNormalization": "ops_norm", "Pad": "ops_pad", "Resize": "ops_resize", "Upsample": "ops_resize",
+          "MaxPool": "ops_pool"}
+
+
+@pytest.mark.parametrize("first", ["ops_misc", "ops_pad", "ops_resize", "ops_norm", "ops_pool", "lower"])
+def test_the_specialised_lowering_wins_whichever_module_is_imported_first(first):
+    code = (f"import compiler.loops.{first}, compiler.loops.lower\n"
+            "from compiler.loops.registry import LOWERINGS\n"
+            f"print({{k: LOWERINGS[k].__module__.rsplit('.', 1)[1] for k in {sorted(OWNERS)!r}}})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
+    assert out.returncode == 0, out.stderr
+    assert ast.literal_eval(out.stdout.strip()) == OWNERS
