@@ -54,7 +54,7 @@ def bound_model(proto: ModelProto, graph: Graph) -> tuple[ModelProto, list[tuple
         return proto, []
     shapes, dtypes = static_types(graph)
     if any(o in read and o not in shapes for n in bounded for o in n.output):  # data-dependent results read further
-        return bound_flow(proto, shapes, dtypes, _typed)
+        return bound_flow(proto, shapes, dtypes, value_types)
     return bound_outputs(proto, shapes, dtypes)
 
 
@@ -65,11 +65,14 @@ def static_types(graph: Graph) -> tuple[dict[str, list[int]], dict[str, Any]]:
             {v.name: v.type.dtype for v in typed})  # type: ignore[union-attr]
 
 
-def _typed(proto: ModelProto) -> dict[str, tuple[list[int], Any]]:
+def value_types(proto: ModelProto) -> dict[str, tuple[list[Any], Any]]:
+    """``{value: (shape, numpy dtype)}`` of every value of ``proto`` with a known rank (dims int, or
+    str where symbolic), from Prism's import and specialization; the inputs' shapes are those the model
+    declares (``compiler.driver.prepare`` writes the request's into it)."""
     graph = import_model(proto)
-    specialize(graph, None)  # the inputs' shapes are bound in the model (compiler.driver.prepare)
-    shapes, dtypes = static_types(graph)
-    return {k: (v, dtypes[k]) for k, v in shapes.items()}
+    specialize(graph, None)
+    return {v.name: (list(v.type.shape), v.type.dtype) for v in graph.values()
+            if v.type is not None and v.type.shape is not None}
 
 
 def specialize_graph(comp: Compilation) -> None:

@@ -19,7 +19,6 @@ from onnx import ModelProto, numpy_helper
 from ..errors import CompileError
 from ..frontend.control_flow import resolve_control_flow
 from ..frontend.expand import expand_functions
-from ..frontend.input_values import check_runtime_ifs
 from ..frontend.sequence_io import output_layout
 from ..frontend.sequences import resolve_sequences
 from ..frontend.unroll_rnn import unroll_rnns
@@ -116,6 +115,5 @@ def run_onnx_passes(comp: Compilation) -> None:
     shapes = comp.request.input_shapes
     comp.reference = prepare_model(comp.proto, shapes)
     comp.proto = prepare_model(comp.legal, shapes) if comp.legal is not None else comp.reference
-    check_runtime_ifs(comp.proto)  # an If left with a run-time condition is named, never guessed
     comp.flat_outputs = [o.name for o in comp.proto.graph.output]
     comp.sequence_layout = output_layout(comp.proto)

@@ -5,6 +5,8 @@ The stages, in order (each runs at most once per compilation)::
     request      check the target and parse the pipeline              compiler.driver.request
     read         read the model, describe it, emit compile.started    compiler.driver.request
     onnx-passes  ONNX-level rewrites on the ModelProto                compiler.driver.prepare
+    control-flow run-time If/Loop/Scan: the model compiled in parts   compiler.driver.control
+                 (then the stages import ... link do not run)
     import       the graph IR from the rewritten model                compiler.driver.frontend
     specialize   bind the input shapes, infer every type              compiler.driver.frontend
     passes       the graph pipeline (compiler.passes)                 compiler.driver.frontend
@@ -52,7 +54,15 @@ def _runs(c: Compilation) -> bool:  # code runs here only for a target this host
 
 
 def _links(c: Compilation) -> bool:
-    return (c.request.backend and c.request.link) or _runs(c)
+    return ((c.request.backend and c.request.link) or _runs(c)) and _whole(c)
+
+
+def _whole(c: Compilation) -> bool:  # one graph IR for the model: no run-time control flow (compiler.driver.control)
+    return c.control is None
+
+
+def _whole_backend(c: Compilation) -> bool:
+    return _backend(c) and _whole(c)
 
 
 def _verifies(c: Compilation) -> bool:
@@ -87,11 +97,12 @@ STAGES: tuple[Stage, ...] = (
     Stage("request", "request", None, "request:check_request"),
     Stage("read", "import", "import", "request:read"),
     Stage("onnx-passes", "import", "import", "prepare:run_onnx_passes"),
-    Stage("import", "import", "import", "frontend:import_graph"),
-    Stage("specialize", "shape", "import", "frontend:specialize_graph"),
-    Stage("passes", "passes", "passes", "frontend:run_graph_passes"),
-    Stage("lowering", "lowering", "lowering", "lower:lower", _backend),
-    Stage("codegen", "codegen", "codegen", "lower:codegen", _backend),
+    Stage("control-flow", "lowering", None, "control:compile_control"),
+    Stage("import", "import", "import", "frontend:import_graph", _whole),
+    Stage("specialize", "shape", "import", "frontend:specialize_graph", _whole),
+    Stage("passes", "passes", "passes", "frontend:run_graph_passes", _whole),
+    Stage("lowering", "lowering", "lowering", "lower:lower", _whole_backend),
+    Stage("codegen", "codegen", "codegen", "lower:codegen", _whole_backend),
     Stage("link", "lowering", "run", "run:link_stage", _links),
     Stage("run", "run", "run", "run:run", _runs),
     Stage("verify", "verify", "verify", "run:verify", _verifies),

@@ -22,6 +22,7 @@ from ..targets import Target
 if TYPE_CHECKING:  # the back end's types: importing them loads llvmlite (see compiler.driver.stages)
     from ..codegen.compile import CompiledKernel
     from ..loops.lower import LoweredKernel
+    from ..runtime.control import ControlProgram
     from ..runtime.program import Program
 
 
@@ -92,6 +93,8 @@ class Compilation:
     reference: ModelProto | None = None  # the model ONNX Runtime runs to verify and --check-passes
     flat_outputs: list[str] = field(default_factory=list)  # graph outputs before bounding
     sequence_layout: dict[str, Any] = field(default_factory=dict)  # compiler.frontend.sequence_io
+    # control-flow
+    control: list[dict[str, Any]] | None = None  # run-time If/Loop/Scan decisions (compiler.driver.control)
     # import, specialize
     graph: Graph | None = None
     unbounded: ModelProto | None = None  # comp.proto before its outputs were bounded
@@ -102,5 +105,5 @@ class Compilation:
     # lowering, codegen, link, run
     kernels: list[LoweredKernel] = field(default_factory=list)
     compiled: list[CompiledKernel] = field(default_factory=list)
-    program: Program | None = None
+    program: Program | ControlProgram | None = None
     measured: dict[str, Any] = field(default_factory=dict)  # compiler.runtime.runner's result

@@ -18,7 +18,8 @@ ONNX level, with the shapes bound by specialization:
 
 Inlined bodies get their internal names prefixed (unique per inlined copy); references to outer
 values keep their names. Anything else (a data-dependent condition or trip count) is left in
-place and fails later with "no lowering for op If/Loop/Scan". Semantics: the ONNX specs of If,
+place, as is a Loop or Scan of more than :data:`MAX_UNROLL_STEPS` steps: the runtime runs them
+(``compiler.driver.control``). Semantics: the ONNX specs of If,
 Loop (opset 11+ body signature ``(iteration_num, cond, carried...)``) and Scan (opset 9+).
 """
 
@@ -31,6 +32,9 @@ import onnx
 from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 CONTROL = ("If", "Loop", "Scan")
+#: a static Loop or Scan of more steps is not unrolled: its body runs once per step at run time
+#: (compiler.driver.control, compiler.runtime.control), compiled once
+MAX_UNROLL_STEPS = 32
 
 
 class _Ctx:
@@ -290,6 +294,8 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
     if len(lengths) != 1:
         return None
     steps = lengths.pop()
+    if steps > MAX_UNROLL_STEPS and ctx.opset >= 9:
+        return None
     nodes: list[NodeProto] = []
     state, collected = _unroll_steps(ctx, body, list(node.input[:n_state]), scans, in_axes, in_dirs, steps, nodes)
     for i in range(n_state):
@@ -315,7 +321,7 @@ def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: 
     if mv is None:
         return None
     steps = int(mv.reshape(-1)[0])
-    if steps > 4096:
+    if steps > MAX_UNROLL_STEPS:
         return None
     carried = list(node.input[2:])
     n_c = len(carried)

@@ -8,9 +8,8 @@ as a constant. The compiled program no longer takes that input.
 
 :func:`value_inputs` finds the inputs worth binding (small integer or bool inputs whose value reaches
 an ``If`` condition, a ``Loop`` trip count or condition, or a shape slot such as ``Reshape``'s
-``shape``) for the explorer's form and ``compiler.inspect_model``. :func:`check_runtime_ifs` names an
-``If`` that is left with a condition computed at run time, instead of compiling it with a guessed
-branch.
+``shape``) for the explorer's form and ``compiler.inspect_model``. An ``If`` left with a condition known only at run time is compiled
+with both branches and decided at run time (``compiler.driver.control``), never with a guessed one.
 
 Semantics: the ONNX IR spec (an initializer of a graph is a constant value; IR version 4 and later
 need not list it among the graph inputs) and the operator spec of each op for which input is a
@@ -216,22 +215,3 @@ def value_inputs(proto: ModelProto) -> list[dict[str, Any]]:
             out.append({"name": vi.name, "dtype": np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name,
                         "shape": shape, "uses": uses[vi.name][:4]})
     return out
-
-
-def check_runtime_ifs(proto: ModelProto) -> None:
-    """Raise CompileError(stage="import") for a top-level ``If`` whose condition is still not a
-    constant after compile-time resolution: naming the If and the inputs its condition depends on,
-    and how to bind an integer or bool one (``--input-value``). The branch is never guessed."""
-    for name, node, pos in input_uses(proto):
-        if node.op_type != "If" or pos != 0 or node not in proto.graph.node:
-            continue
-        vi = next(v for v in proto.graph.input if v.name == name)
-        elem = vi.type.tensor_type.elem_type
-        kind = np.dtype(helper.tensor_dtype_to_np_dtype(elem)).kind if elem else "O"
-        label = node.name or node.output[0]
-        if kind in "biu":
-            raise CompileError("import", f"If {label!r}: its condition depends on input {name!r}, whose value is "
-                               f"known only at run time; bind it with --input-value {name}=V (input_values="
-                               f"{{{name!r}: [V]}})", node=label, op="If")
-        raise CompileError("import", f"If {label!r}: its condition is computed at run time from input {name!r}; "
-                           "an If decided at run time is not compiled yet", node=label, op="If")

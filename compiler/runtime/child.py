@@ -42,7 +42,7 @@ def main(d: Path) -> int:
 
     parent = os.environ.get("PRISM_PARENT_PID", "")
     apply_child_limits(int(parent) if parent.isdigit() else None)  # before anything big is allocated
-    from compiler.runtime.program import Bound
+    from compiler.runtime.program import bind
 
     with open(d / "job.pkl", "rb") as f:
         job = pickle.load(f)
@@ -52,7 +52,7 @@ def main(d: Path) -> int:
 
         drawn = random_inputs(job["program"].inputs, **job["random_inputs"])
         inputs = [drawn[n] for n, _, _ in job["program"].inputs]
-    bound = Bound(job["program"], inputs)
+    bound = bind(job["program"], inputs)  # a Program, or a ControlProgram (compiler.runtime.control)
     bound.run(progress=d / "progress")
     man = job.get("measure")
     if man is None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from .limits import check_program
 from .process import run_child, run_dir
-from .program import NP_DTYPES, Bound, Program, check_inputs
+from .program import NP_DTYPES, Program, bind, check_inputs
 
 __all__ = ["NP_DTYPES", "Program", "check_inputs", "run_program", "run_program_isolated"]
 
@@ -38,7 +38,7 @@ def run_program(prog: Program, inputs: Sequence[np.ndarray], progress: Path | No
     each kernel and ``done`` at the end (unbuffered), for crash attribution by a parent process.
     Raises CompileError(stage="request") when the inputs do not match what ``prog`` was compiled for.
     """
-    bound = Bound(prog, inputs)
+    bound = bind(prog, inputs)
     bound.run(progress)
     return bound.outputs()
 

@@ -186,6 +186,14 @@ def jit_for(prog: Program) -> Any:
     return jit
 
 
+def bind(prog: Any, inputs: Sequence[np.ndarray]) -> Any:
+    """``prog`` bound to memory for ``inputs``: a :class:`Bound` for a Program; a program with runtime
+    control flow (``compiler.runtime.control.ControlProgram``) binds itself (its ``bind``), offering
+    the same ``run``/``outputs``/``set_inputs``/``inputs``/``calls``."""
+    own = getattr(prog, "bind", None)
+    return own(inputs) if own is not None else Bound(prog, inputs)
+
+
 class Bound:
     """``prog`` bound to fresh memory in this process for ``inputs`` (one array per graph input, in
     order; checked and cast by :func:`check_inputs`).
@@ -250,6 +258,14 @@ class Bound:
                     raise CompileError("run", "the entry function's arena offsets differ from the memory plan")
         self._keep_table = table
         return functools.partial(jit.function(self.prog.entry, 1), ctypes.addressof(table))
+
+    def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        """Replace the inputs (checked as at construction; the shapes compiled for) in place: copied
+        into this binding's input buffers, which the kernels and the entry function read."""
+        for (name, _, shape), x in zip(self.prog.inputs, check_inputs(self.prog, inputs), strict=True):
+            self.inputs[name] = x
+            if name in self._arrays:
+                self._arrays[name][...] = x.reshape(shape)
 
     def run(self, progress: Path | None = None, per_kernel: bool = False) -> None:
         """Run the model: one call of the entry function, or, with ``per_kernel`` or ``progress`` (or

@@ -116,17 +116,22 @@ def test_value_inputs_offers_small_integer_control_inputs() -> None:
     assert [v["name"] for v in info["value_inputs"]] == ["mode"]
 
 
-def test_unbound_if_condition_is_a_clear_error_never_a_guess() -> None:
-    res = compiler.compile(if_on_mode(), verify=False, benchmark=False)
-    assert not res.ok and res.error["stage"] == "import" and res.error["node"] == "select"
-    assert "input 'mode'" in res.error["message"] and "--input-value mode=" in res.error["message"]
-    # a data-dependent condition (from a float input): named, and not compiled with a guess either
+def test_unbound_if_condition_is_decided_at_run_time_never_guessed() -> None:
+    res = compiler.compile(if_on_mode(), verify=True, benchmark=False)
+    assert res.ok, res.error
+    (decision,) = next(e for e in res.events if e["type"] == "graph.fused")["control"]
+    assert decision["node"] == "select" and "evaluated at run time" in decision["decision"]
+    assert "input 'mode'" in decision["decision"] and "--input-value mode=V" in decision["decision"]
+    # a data-dependent condition (from a float input): decided at run time, no value to bind
     m = if_on_mode()
     m.graph.node[0].CopyFrom(h.make_node("ReduceSum", ["x"], ["c0"], keepdims=0))
     m.graph.node.insert(1, h.make_node("Greater", ["c0", "fzero"], ["c"]))
     m.graph.initializer.append(numpy_helper.from_array(np.float32(0), "fzero"))
-    res = compiler.compile(m, verify=False, benchmark=False, input_values={"mode": 1})
-    assert not res.ok and res.error["node"] == "select" and "from input 'x'" in res.error["message"]
+    res = compiler.compile(m, verify=True, benchmark=False, input_values={"mode": 1})
+    assert res.ok, res.error
+    (decision,) = next(e for e in res.events if e["type"] == "graph.fused")["control"]
+    assert "--input-value" not in decision["decision"]
+    assert next(e for e in res.events if e["type"] == "model.verified")["passed"] is True
 
 
 def test_compile_reports_and_verifies_the_bound_value() -> None:

@@ -1,0 +1,218 @@
+"""Runtime control flow: a model run as compiled parts with ``If``, ``Loop`` and ``Scan`` between them.
+
+When a model keeps an ``If`` whose condition, or a ``Loop``/``Scan`` whose trip count or condition, is
+known only at run time (``compiler.driver.control`` builds it), it is compiled as a
+:class:`ControlProgram`: steps in the model's order, each a compiled part (a
+:class:`~compiler.runtime.program.Program`, or a nested ControlProgram) or a control-flow node whose
+branches or body are compiled parts. Running it (:class:`ControlBound`), as ONNX Runtime's and TVM
+Relax VM's executors do, evaluates an ``If`` condition and runs only the branch taken; a ``Loop`` calls
+its body once per iteration (the body compiled once as kernels, bound to memory once, its
+loop-carried values fed back, at most the trip count ``M`` iterations while the condition holds;
+zero iterations give the initial values and empty scan outputs); a ``Scan`` calls its body per slice
+of its scan inputs (``scan_input_axes``, ``scan_input_directions``) and stacks the per-iteration
+outputs (``scan_output_axes``, ``scan_output_directions``). Semantics: the ONNX specs of If, Loop
+(opset 11+) and Scan (opset 9+).
+
+Values between parts are numpy arrays (each part has its own arena). A ControlProgram offers what
+the runtime's child and limits read of a Program: ``inputs``, ``outputs``, ``arena_bytes``,
+``values``, ``calls`` and ``consts`` (the parts' together).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CompileError
+from .program import bind, check_inputs
+
+
+@dataclass
+class Part:
+    """A compiled sub-model and its wiring: ``inputs`` are the outer (or step-local) values fed to
+    its graph inputs in order, ``outputs`` the names its graph outputs define in order."""
+
+    program: Any  # Program | ControlProgram
+    inputs: list[str]
+    outputs: list[str]
+    label: str = ""
+
+
+@dataclass
+class Step:
+    """One step: ``kind`` ``part`` (run ``parts[0]``), ``If`` (``inputs[0]`` the condition, ``parts``
+    then/else), ``Loop`` (``inputs`` = [M or "", cond or "", carried...], ``parts[0]`` the body taking
+    ``[iteration, cond, carried..., captured...]``) or ``Scan`` (``inputs`` = [states..., scans...]).
+    ``attrs``: Loop ``n_carried``, ``scan_shapes`` (per-iteration shape and dtype of each scan output,
+    for zero iterations), ``captured``; Scan ``n_state``, ``in_axes``, ``in_dirs``, ``out_axes``,
+    ``out_dirs``, ``scan_shapes``, ``captured``."""
+
+    kind: str
+    name: str
+    parts: list[Part]
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ControlProgram:
+    """A model with runtime control flow (see the module docstring; picklable).
+
+    Attributes:
+        inputs: ``[(name, numpy dtype, shape)]`` of the graph inputs; outputs ``[(name, "value", name)]``.
+        steps: the :class:`Step` list in execution order; ``pipeline`` the expanded pipeline text.
+    """
+
+    inputs: list[tuple[str, str, tuple[int, ...]]]
+    outputs: list[tuple[str, str, Any]]
+    steps: list[Step]
+    pipeline: str = ""
+
+    def parts(self) -> list[Any]:
+        return [p.program for s in self.steps for p in s.parts]
+
+    @property
+    def arena_bytes(self) -> int:  # every part bound at once: their arenas together
+        return sum(int(p.arena_bytes) for p in self.parts())
+
+    @property
+    def values(self) -> dict[str, dict[str, Any]]:
+        return {f"{k}": v for p in self.parts() for k, v in p.values.items() if v["kind"] == "heap"}
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:  # the parts' kernel calls (for limits: their scratch)
+        return [c for p in self.parts() for c in p.calls]
+
+    @property
+    def consts(self) -> list[np.ndarray]:
+        return [c for p in self.parts() for c in p.consts]
+
+    def bind(self, inputs: Sequence[np.ndarray]) -> ControlBound:
+        return ControlBound(self, inputs)
+
+
+class _Runner:
+    """A part bound to memory on its first call, its inputs replaced on later ones."""
+
+    def __init__(self, part: Part) -> None:
+        self.part = part
+        self.bound: Any = None
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if self.bound is None:
+            self.bound = bind(self.part.program, arrays)
+        else:
+            self.bound.set_inputs(arrays)
+        self.bound.run()
+        return self.bound.outputs()
+
+
+class ControlBound:
+    """``prog`` bound for ``inputs`` (one array per graph input, checked as a Program's are). Offers
+    what ``compiler.runtime.program.Bound`` does: ``run``, ``outputs``, ``set_inputs``, ``inputs``,
+    ``calls`` (empty: timing per kernel is not offered, the model is timed whole) and ``entry``."""
+
+    def __init__(self, prog: ControlProgram, inputs: Sequence[np.ndarray]) -> None:
+        self.prog = prog
+        self.calls: list[Any] = []
+        self.entry = None
+        self.set_inputs(inputs)
+        self._runners = [[_Runner(p) for p in s.parts] for s in prog.steps]
+        self._env: dict[str, np.ndarray] = {}
+
+    def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        checked = check_inputs(self.prog, inputs)  # type: ignore[arg-type]  # reads .inputs only; a scalar comes back 1-D
+        self.inputs = {n: x.reshape(shape) for (n, _, shape), x in zip(self.prog.inputs, checked, strict=True)}
+
+    def run(self, progress: Path | None = None, per_kernel: bool = False) -> None:
+        """Run every step (module docstring). With ``progress``, append ``start <step>`` before each
+        and ``done`` at the end, as ``Bound.run`` does per kernel. Raises CompileError(stage="run")
+        for a condition that is not one element or a Loop body whose carried value changes shape."""
+        env = dict(self.inputs)
+        fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if progress is not None else None
+        try:
+            for step, runners in zip(self.prog.steps, self._runners, strict=True):
+                if fd is not None:
+                    os.write(fd, f"start {step.kind} {step.name}\n".encode())
+                outs = _STEPS[step.kind](step, runners, env)
+                env.update((n, v) for n, v in zip(step.outputs, outs, strict=True) if n)
+            if fd is not None:
+                os.write(fd, b"done\n")
+        finally:
+            if fd is not None:
+                os.close(fd)
+        self._env = env
+
+    def outputs(self) -> list[np.ndarray]:
+        return [np.array(self._env[name]) for name, _, _ in self.prog.outputs]
+
+
+def _scalar(step: Step, value: np.ndarray, what: str) -> Any:
+    if value.size != 1:
+        raise CompileError("run", f"{step.kind} {step.name!r}: its {what} has {value.size} elements; the spec asks for one")
+    return value.reshape(-1)[0]
+
+
+def _run_part(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return runners[0]([env[n] for n in step.parts[0].inputs])
+
+
+def _run_if(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    k = 0 if bool(_scalar(step, env[step.inputs[0]], "condition")) else 1
+    return runners[k]([env[n] for n in step.parts[k].inputs])
+
+
+def _run_loop(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    trip, cond_name = step.inputs[0], step.inputs[1]
+    n_c = step.attrs["n_carried"]
+    limit = int(_scalar(step, env[trip], "trip count M")) if trip else None
+    cond = bool(_scalar(step, env[cond_name], "condition")) if cond_name else True
+    carried = [env[n] for n in step.inputs[2:]]
+    captured = [env[n] for n in step.attrs["captured"]]
+    scans: list[list[np.ndarray]] = [[] for _ in step.attrs["scan_shapes"]]
+    i = 0
+    while cond and (limit is None or i < limit):
+        outs = runners[0]([np.array(i, np.int64), np.array(cond), *carried, *captured])
+        cond = bool(_scalar(step, outs[0], "body's condition output"))
+        for k, (old, new) in enumerate(zip(carried, outs[1:1 + n_c], strict=True)):
+            if old.shape != new.shape:
+                raise CompileError("run", f"Loop {step.name!r}: loop-carried value {k} changed shape from "
+                                   f"{list(old.shape)} to {list(new.shape)} in iteration {i}")
+        carried = outs[1:1 + n_c]
+        for per, v in zip(scans, outs[1 + n_c:], strict=True):
+            per.append(v)
+        i += 1
+    stacked = [np.stack(per) if per else np.zeros((0, *shape), dtype)
+               for per, (shape, dtype) in zip(scans, step.attrs["scan_shapes"], strict=True)]
+    return [*carried, *stacked]
+
+
+def _run_scan(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    a = step.attrs
+    n = a["n_state"]
+    states = [env[x] for x in step.inputs[:n]]
+    scans = [env[x] for x in step.inputs[n:]]
+    captured = [env[x] for x in a["captured"]]
+    length = scans[0].shape[a["in_axes"][0]] if scans else 0
+    per: list[list[np.ndarray]] = []
+    for t in range(length):
+        slices = [np.take(x, length - 1 - t if d else t, axis=ax) for x, ax, d in zip(scans, a["in_axes"], a["in_dirs"],
+                                                                                      strict=True)]
+        outs = runners[0]([*states, *slices, *captured])
+        states = outs[:n]
+        per.append(outs[n:])
+    stacked = []
+    for j, (ax, d) in enumerate(zip(a["out_axes"], a["out_dirs"], strict=True)):
+        vals = [p[j] for p in per][::-1] if d else [p[j] for p in per]
+        shape, dtype = a["scan_shapes"][j]
+        stacked.append(np.stack(vals, axis=ax) if vals else np.zeros((*shape[:ax], 0, *shape[ax:]), dtype))
+    return [*states, *stacked]
+
+
+_STEPS = {"part": _run_part, "If": _run_if, "Loop": _run_loop, "Scan": _run_scan}
