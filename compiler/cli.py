@@ -82,6 +82,9 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
         if args.print_after_all:
             print(f"// ----- IR Dump After {e['name']} (pass {e['index']}) -----")
             print(e["ir"])
+    elif t == "graph.fused" and e.get("control"):  # run-time If/Loop/Scan (compiler.driver.control)
+        for d in e["control"]:
+            print(f"control flow: {d['op']} {d['node']!r}: {d['decision']} ({', '.join(d['bodies'])})")
     elif t == "memory.planned":
         for line in _memory_lines(e):
             print(line)

@@ -8,6 +8,7 @@ import { emptyState, h, replace } from "../dom";
 import { fmtShape, fmtUs } from "../format";
 import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
+import { controlBlock } from "../graph/control";
 import { draw, type Drawing } from "../graph/render";
 import { CONVERT_COLOUR, FP32_COLOUR, INT8_UNMEASURED, nodePrecisions, opPrecision, SQNR_BANDS } from "../precision";
 import { linkTo, navigate } from "../router";
@@ -180,7 +181,7 @@ export function graphPane(): Pane {
       onComment ? h("button", { class: "btn small comment-node", on: { click: () => onComment({ kind: "node", node: n.name }) } }, "💬 Comment on this node") : null,
       nComments ? linkTo(h("a", { class: "node-comments" }, ` ${nComments} open thread(s)`), { page: "compilation", id, view: "comments", kind: "node" }) : null,
       h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
-      g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group"),
+      controlBlock(id, n) ?? (g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group")),
       attrs.length ? h("h4", null, "attributes") : null,
       attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, v)))))) : null,
       ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
