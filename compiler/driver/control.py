@@ -259,8 +259,8 @@ class _Planner:
             steps.append(Step("part", label, [part], ins, part.outputs))
         inputs = [(vi.name, str(self.types[vi.name][1]), tuple(self.types[vi.name][0])) for vi in self.proto.graph.input
                   if vi.name not in self.inits]
-        return ControlProgram(inputs, [(o, "value", o) for o in outs], steps, self.comp.pipeline.text()
-                              if self.comp.pipeline is not None else "")
+        return ControlProgram(inputs=inputs, outputs=[(o, "value", o) for o in outs], steps=steps,
+                              pipeline=self.comp.pipeline.text() if self.comp.pipeline is not None else "")
 
 
 def _np(d: Any) -> Any:

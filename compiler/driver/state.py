@@ -22,7 +22,6 @@ from ..targets import Target
 if TYPE_CHECKING:  # the back end's types: importing them loads llvmlite (see compiler.driver.stages)
     from ..codegen.compile import CompiledKernel
     from ..loops.lower import LoweredKernel
-    from ..runtime.control import ControlProgram
     from ..runtime.program import Program
 
 
@@ -105,5 +104,5 @@ class Compilation:
     # lowering, codegen, link, run
     kernels: list[LoweredKernel] = field(default_factory=list)
     compiled: list[CompiledKernel] = field(default_factory=list)
-    program: Program | ControlProgram | None = None
+    program: Program | None = None  # a ControlProgram (compiler.runtime.control) for run-time control flow
     measured: dict[str, Any] = field(default_factory=dict)  # compiler.runtime.runner's result

@@ -92,12 +92,36 @@ class PassStats(TypedDict):
     ir_changed: NotRequired[Annotated[bool, Doc("The printed IR differs from the one before the pass.")]]
 
 
+class ControlBody(TypedDict):
+    """A branch or body of a run-time control-flow node, compiled once (compiler.driver.control)."""
+
+    name: Annotated[str, Doc('The part\'s label, e.g. "select.then_branch".')]
+    kernels: Annotated[list[str], Doc('Its kernels, named "<part>/<kernel>" as their kernel events.')]
+
+
+class ControlInfo(TypedDict):
+    """How an If, Loop or Scan left to run time is run."""
+
+    decision: Annotated[str, Doc("In words: what runs at run time and why (which --input-value would decide it).")]
+    bodies: list[ControlBody]
+
+
+class ControlDecision(TypedDict):
+    """One run-time control-flow node: its name, op and ControlInfo's decision and body names."""
+
+    node: str
+    op: str
+    decision: str
+    bodies: list[str]
+
+
 class FusedNode(TypedDict):
     id: str
     name: str
     op_type: str
     group: str | None
     attributes: NotRequired[dict[str, Any]]
+    control: NotRequired[Annotated[ControlInfo, Doc("Only on an If/Loop/Scan run at run time.")]]
 
 
 class FusedEdge(TypedDict):
@@ -219,6 +243,9 @@ class GraphFused(TypedDict):
     nodes: list[FusedNode]
     edges: list[FusedEdge]
     groups: list[FusedGroup]
+    control: NotRequired[Annotated[list[ControlDecision], Doc(
+        "A model with run-time If/Loop/Scan (compiler.driver.control): one decision per such node; the nodes "
+        "and groups are every top-level part's, group ids and kernels prefixed with their part.")]]
 
 
 class MemoryPlanned(TypedDict):

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
-from .program import bind, check_inputs
+from .pool import available_threads
+from .program import Program, bind, check_inputs
 
 
 @dataclass
@@ -61,37 +62,24 @@ class Step:
 
 
 @dataclass
-class ControlProgram:
-    """A model with runtime control flow (see the module docstring; picklable).
+class ControlProgram(Program):
+    """A model with runtime control flow (see the module docstring; picklable). A Program whose
+    ``steps`` run it: ``inputs``/``outputs`` are the model's (outputs ``[(name, "value", name)]``);
+    ``arena_bytes``, ``calls``, ``values`` (heap) and ``consts`` are its parts' together (every part
+    is bound at once), for the limits checked before a run (``compiler.runtime.limits``); it has no
+    entry function of its own (each part has one)."""
 
-    Attributes:
-        inputs: ``[(name, numpy dtype, shape)]`` of the graph inputs; outputs ``[(name, "value", name)]``.
-        steps: the :class:`Step` list in execution order; ``pipeline`` the expanded pipeline text.
-    """
+    steps: list[Step] = field(default_factory=list)
 
-    inputs: list[tuple[str, str, tuple[int, ...]]]
-    outputs: list[tuple[str, str, Any]]
-    steps: list[Step]
-    pipeline: str = ""
+    def __post_init__(self) -> None:
+        parts = self.parts()
+        self.arena_bytes = sum(int(p.arena_bytes) for p in parts)
+        self.calls = [c for p in parts for c in p.calls]
+        self.values = {k: v for p in parts for k, v in p.values.items() if v["kind"] == "heap"}
+        self.consts = [c for p in parts for c in p.consts]
 
     def parts(self) -> list[Any]:
         return [p.program for s in self.steps for p in s.parts]
-
-    @property
-    def arena_bytes(self) -> int:  # every part bound at once: their arenas together
-        return sum(int(p.arena_bytes) for p in self.parts())
-
-    @property
-    def values(self) -> dict[str, dict[str, Any]]:
-        return {f"{k}": v for p in self.parts() for k, v in p.values.items() if v["kind"] == "heap"}
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:  # the parts' kernel calls (for limits: their scratch)
-        return [c for p in self.parts() for c in p.calls]
-
-    @property
-    def consts(self) -> list[np.ndarray]:
-        return [c for p in self.parts() for c in p.consts]
 
     def bind(self, inputs: Sequence[np.ndarray]) -> ControlBound:
         return ControlBound(self, inputs)
@@ -116,18 +104,22 @@ class _Runner:
 class ControlBound:
     """``prog`` bound for ``inputs`` (one array per graph input, checked as a Program's are). Offers
     what ``compiler.runtime.program.Bound`` does: ``run``, ``outputs``, ``set_inputs``, ``inputs``,
-    ``calls`` (empty: timing per kernel is not offered, the model is timed whole) and ``entry``."""
+    ``threads``, ``calls`` (empty: timing per kernel is not offered, the model is timed whole) and
+    ``entry``."""
 
     def __init__(self, prog: ControlProgram, inputs: Sequence[np.ndarray]) -> None:
         self.prog = prog
         self.calls: list[Any] = []
         self.entry = None
+        self.threads = prog.threads or available_threads()
+        for p in prog.parts():  # every part's parallel loops on the program's threads
+            p.threads = prog.threads
         self.set_inputs(inputs)
         self._runners = [[_Runner(p) for p in s.parts] for s in prog.steps]
         self._env: dict[str, np.ndarray] = {}
 
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
-        checked = check_inputs(self.prog, inputs)  # type: ignore[arg-type]  # reads .inputs only; a scalar comes back 1-D
+        checked = check_inputs(self.prog, inputs)  # a scalar comes back one-dimensional
         self.inputs = {n: x.reshape(shape) for (n, _, shape), x in zip(self.prog.inputs, checked, strict=True)}
 
     def run(self, progress: Path | None = None, per_kernel: bool = False) -> None:

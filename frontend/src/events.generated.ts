@@ -108,12 +108,29 @@ export interface PassFinished extends EventBase {
   remarks: Remark[];
 }
 
+/** A branch or body of a run-time control-flow node, compiled once (compiler.driver.control). */
+export interface ControlBody {
+  /** The part's label, e.g. "select.then_branch". */
+  name: string;
+  /** Its kernels, named "<part>/<kernel>" as their kernel events. */
+  kernels: string[];
+}
+
+/** How an If, Loop or Scan left to run time is run. */
+export interface ControlInfo {
+  /** In words: what runs at run time and why (which --input-value would decide it). */
+  decision: string;
+  bodies: ControlBody[];
+}
+
 export interface FusedNode {
   id: string;
   name: string;
   op_type: string;
   group: string | null;
   attributes?: Record<string, unknown>;
+  /** Only on an If/Loop/Scan run at run time. */
+  control?: ControlInfo;
 }
 
 export interface FusedEdge {
@@ -131,11 +148,21 @@ export interface FusedGroup {
   nodes: string[];
 }
 
+/** One run-time control-flow node: its name, op and ControlInfo's decision and body names. */
+export interface ControlDecision {
+  node: string;
+  op: string;
+  decision: string;
+  bodies: string[];
+}
+
 export interface GraphFused extends EventBase {
   type: "graph.fused";
   nodes: FusedNode[];
   edges: FusedEdge[];
   groups: FusedGroup[];
+  /** A model with run-time If/Loop/Scan (compiler.driver.control): one decision per such node; the nodes and groups are every top-level part's, group ids and kernels prefixed with their part. */
+  control?: ControlDecision[];
 }
 
 export interface BufferPlan {

@@ -4,22 +4,12 @@
  * branch or body was compiled once, its kernels named `<body>/<kernel>`.
  */
 import { h } from "../dom";
-import type { FusedNode } from "../events";
+import type { ControlBody, ControlInfo, FusedNode } from "../events";
 import { linkTo } from "../router";
-
-export interface ControlBody {
-  name: string;
-  kernels: string[];
-}
-
-export interface ControlInfo {
-  decision: string;
-  bodies: ControlBody[];
-}
 
 /** The node's run-time control-flow description, or null for an ordinary node (or a malformed one). */
 export function controlOf(node: FusedNode): ControlInfo | null {
-  const c = (node as FusedNode & { control?: unknown }).control as Partial<ControlInfo> | undefined;
+  const c = node.control as Partial<ControlInfo> | undefined; // checked: the payload comes from the server
   if (!c || typeof c.decision !== "string" || !Array.isArray(c.bodies)) return null;
   const bodies = c.bodies.filter((b): b is ControlBody => !!b && typeof b.name === "string" && Array.isArray(b.kernels));
   return { decision: c.decision, bodies };
