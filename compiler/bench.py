@@ -170,16 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     ap.add_argument("--kernels", action="store_true",
                     help="instead of models: micro-kernel Conv GFLOP/s against OpenBLAS sgemm on the same GEMM")
-    ap.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
+    ap.add_argument("--precision", choices=("fp32", "int8", "bf16", "fp16"), default="fp32",
                     help="int8: quantize each model of the INT8 set (compiler.quant.bench) and print Prism INT8 "
-                         "beside ONNX Runtime FP32 and INT8 with SQNR / top-1 agreement")
+                         "beside ONNX Runtime FP32 and INT8 with SQNR / top-1 agreement; bf16/fp16 the same "
+                         "with quantize{dtype=bf16|fp16}, against ONNX Runtime FP32")
     args = ap.parse_args(argv)
-    if args.precision == "int8":
+    if args.precision != "fp32":
         from .quant.bench import INT8_MODELS, bench_int8
         from .quant.bench import format_table as int8_table
 
         names = [m for m in args.models.split(",") if m] if args.models != ",".join(MODELS) else INT8_MODELS
-        irows = [bench_int8(n, target=args.target) for n in names]
+        irows = [bench_int8(n, target=args.target, dtype=args.precision) for n in names]
         print(json.dumps(irows, indent=1) if args.json else int8_table(irows))
         return 0 if all(r["ok"] and r.get("verified") is not False for r in irows) else 1
     if args.kernels:

@@ -91,11 +91,11 @@ def run(comp: Compilation) -> None:
             i8 = res.get("onnxruntime_int8_ms")
             int8 = {"precision": "int8", "onnxruntime_int8_ms": round(i8, 4) if i8 else None,
                     "ratio_int8": round(res["prism_ms"] / i8, 4) if i8 else None}
-            if ort_ms and res["prism_ms"] > ort_ms:
-                int8["notes"] = [f"Prism INT8 ({res['prism_ms']:.3g} ms) is slower than ONNX Runtime FP32 "
-                                 f"({ort_ms:.3g} ms) on this model"]
         elif reduced is not None:  # ORT has no bf16/fp16 Conv on CPU: timed against FP32 only
             int8 = {"precision": arts["accuracy"]["dtype"]}
+        if int8 and ort_ms and res["prism_ms"] > ort_ms:
+            int8["notes"] = [f"Prism {int8['precision'].upper()} ({res['prism_ms']:.3g} ms) is slower than ONNX "
+                             f"Runtime FP32 ({ort_ms:.3g} ms) on this model"]
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
                          ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"],

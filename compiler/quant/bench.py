@@ -1,5 +1,6 @@
 """``python -m compiler.bench --precision int8``: Prism INT8 beside ONNX Runtime FP32 and INT8, with the
-accuracy it costs, over the INT8 set, in one run.
+accuracy it costs, over the INT8 set, in one run (``--precision bf16`` / ``fp16``: the same set and
+columns with ``quantize{dtype=bf16|fp16}``, against ONNX Runtime FP32 only).
 
 For each model the FP32 model is compiled with ``O2,quantize{dtype=int8 ...}`` and real calibration
 images (``compiler.quant.images``: scikit-image's sample photographs, normalized as the model expects;
@@ -50,16 +51,18 @@ def calibration_for(name: str, model: Any, shapes: dict[str, list[int]], count: 
     return {inp.name: calibration_images(int(dims[2]), int(dims[3]), count, NORMALIZE[name])}
 
 
-def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = "host") -> dict[str, Any]:
-    """Quantize, compile, verify and time one model; its row (see the module docstring)."""
+def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = "host",
+               dtype: str = "int8") -> dict[str, Any]:
+    """Quantize (``dtype``: int8, bf16 or fp16), compile, verify and time one model; its row (see the module
+    docstring; bf16/fp16 rows have no ONNX Runtime INT8 figures)."""
     import compiler
 
     model, shapes = _model(name)
     cal = calibration_for(name, model, shapes, samples)
-    pipeline = "O2,quantize{dtype=int8" + (f" {options}" if options else "") + "}"
+    pipeline = f"O2,quantize{{dtype={dtype}" + (f" {options}" if options else "") + "}"
     t0 = time.perf_counter()
     r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes or None, calibration_data=cal)
-    row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(time.perf_counter() - t0, 1),
+    row: dict[str, Any] = {"model": name, "dtype": dtype, "ok": r.ok, "error": r.error, "wall_s": round(time.perf_counter() - t0, 1),
                            "calibration": "images" if cal is not None else "random"}
     if not r.ok:
         return row
@@ -82,7 +85,8 @@ def _f(x: Any, spec: str, width: int) -> str:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'model':<16} {'Prism INT8 ms':>13} {'ORT FP32 ms':>11} {'ORT INT8 ms':>11} {'/FP32':>6} {'/INT8':>6} "
+    dt = str(rows[0].get("dtype", "int8")).upper() if rows else "INT8"
+    head = (f"{'model':<16} {'Prism ' + dt + ' ms':>13} {'ORT FP32 ms':>11} {'ORT INT8 ms':>11} {'/FP32':>6} {'/INT8':>6} "
             f"{'SQNR dB':>8} {'top-1':>6} {'crit.':>5} {'verified':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -95,6 +99,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                      f"{_f(r['onnxruntime_int8_ms'], '.2f', 11)} {_f(r['ratio_fp32'], '.2f', 6)} "
                      f"{_f(r['ratio_int8'], '.2f', 6)} {_f(r['sqnr_db'], '.1f', 8)} {top1:>6} "
                      f"{'pass' if r['criterion'] else 'FAIL':>5} {'pass' if r['verified'] else 'FAIL':>8}")
+    if dt != "INT8":  # ONNX Runtime has no bf16/fp16 Conv on CPU: against FP32 only
+        fp = [r["ratio_fp32"] for r in rows if r["ok"] and r.get("ratio_fp32")]
+        if fp:
+            g = math.exp(sum(math.log(x) for x in fp) / len(fp))
+            lines.append(f"geometric-mean Prism {dt} / ORT FP32 over {len(fp)} models: {g:.2f}")
+        return "\n".join(lines)
     ratios = [r["ratio_int8"] for r in rows if r["ok"] and r.get("ratio_int8")]
     if ratios:
         g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
