@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_linalg,
     ops_misc,
     ops_narrow,
+    ops_nchwc,
     ops_nms,
     ops_nn,  # noqa: F401  (registers the reducing ops)
     ops_norm,

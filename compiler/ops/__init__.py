@@ -8,6 +8,7 @@ from . import (  # noqa: F401
            generators,
            misc,
            narrow,
+           nchwc,
            nn,
            qlinear,  # noqa: F401  (after nn, misc: re-registers the integer ops as anchors)
            reduce,

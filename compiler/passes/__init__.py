@@ -23,6 +23,7 @@ PASS_MODULES: dict[str, str] = {
     "fold-batchnorm": "fold_batchnorm",
     "fuse-layer-norm": "fuse_layer_norm",
     "fuse-siblings": "fuse_siblings",
+    "convert-layout": "convert_layout",
     "fuse-ops": "fuse_ops",
     "plan-memory": "plan_memory",
     "quantize": "quantize",
