@@ -10,7 +10,7 @@ from . import (  # noqa: F401
            narrow,
            nchwc,
            nn,
-           qlinear,  # noqa: F401  (after nn, misc: re-registers the integer ops as anchors)
+           qlinear,
            reduce,
            shape_ops,
 )

@@ -88,7 +88,7 @@ def infer_roi_align(ctx: InferContext) -> list[TensorType]:
     return [ctx.type(0).with_shape((rois[0], x[1], oh, ow))]
 
 
-@op("QLinearConv", kind="opaque")
+@op("QLinearConv", kind="out-elementwise-fusable")  # an integer Conv: anchors its epilogue's group
 def infer_qlinear_conv(ctx: InferContext) -> list[TensorType]:
     x, w = ctx.node.inputs[0], ctx.node.inputs[3]
     proxy = _Proxy(ctx, [x, w])

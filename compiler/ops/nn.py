@@ -178,7 +178,7 @@ def infer_matmul_integer(ctx: InferContext) -> list[TensorType]:
     return [TensorType(TensorProto.INT32, _matmul_shape(ctx, ctx.shape(0), ctx.shape(1)))]
 
 
-@op("QLinearMatMul", kind="opaque")
+@op("QLinearMatMul", kind="out-elementwise-fusable")  # an integer MatMul: anchors its epilogue's group
 def infer_qlinear_matmul(ctx: InferContext) -> list[TensorType]:
     return [TensorType(ctx.type(7).elem_type, _matmul_shape(ctx, ctx.shape(0), ctx.shape(3)))]
 

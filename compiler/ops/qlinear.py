@@ -14,7 +14,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from ..ir import TensorType
-from .registry import REGISTRY, InferContext, broadcast
+from .registry import InferContext, broadcast
 from .registry import op as _op
 
 DOMAIN = "com.microsoft"
@@ -45,13 +45,3 @@ def infer_qgap(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     elem = ctx.type(4).elem_type if ctx.has(4) else ctx.type(0).elem_type
     return [TensorType(elem, (*x[:2], *([1] * (len(x) - 2))))]
-
-
-def _anchor(name: str) -> None:
-    """Re-register a default-domain integer op as an out-elementwise-fusable anchor."""
-    entry = REGISTRY[name]
-    _op(name, kind="out-elementwise-fusable")(entry.infer)
-
-
-for _name in ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"):
-    _anchor(_name)

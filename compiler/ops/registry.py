@@ -104,13 +104,16 @@ REGISTRY: dict[str, OpDef] = {}
 def op(*names: str, kind: str, domain: str = "") -> Callable[[InferFn], InferFn]:
     """Decorator registering ``infer`` for the ops ``names`` of ``domain`` (default: the ONNX domain) with
     fusion ``kind``: the one way :data:`REGISTRY` is filled (keys as :func:`registry_key` makes them).
-    Raises ValueError for an unknown kind."""
+    Raises ValueError for an unknown kind or an op registered before."""
     if kind not in KINDS:
         raise ValueError(f"unknown fusion kind {kind!r}")
 
     def deco(fn: InferFn) -> InferFn:
         for n in names:
-            REGISTRY[n if domain in ("", "ai.onnx") else f"{domain}.{n}"] = OpDef(n, kind, fn)
+            key = n if domain in ("", "ai.onnx") else f"{domain}.{n}"
+            if key in REGISTRY:  # one registration per op: a second one would make the result import-order dependent
+                raise ValueError(f"op {key} is registered twice ({REGISTRY[key].infer.__module__} and {fn.__module__})")
+            REGISTRY[key] = OpDef(n, kind, fn)
         return fn
 
     return deco

@@ -15,7 +15,7 @@ import pytest
 import compiler.loops.lower  # noqa: F401  (imports every op module: the registries are complete)
 from compiler.ir import Node
 from compiler.loops.registry import COMPLEX_OPS, LOWERINGS, is_complex
-from compiler.ops.registry import REGISTRY
+from compiler.ops.registry import REGISTRY, op
 
 ROOT = Path(__file__).resolve().parents[3] / "compiler"
 WRITES = re.compile(r"\b(LOWERINGS|COMPLEX_OPS|REGISTRY|SEQUENTIAL)\s*(\[[^\]]*\]\s*=[^=]|\.(update|add|setdefault|pop|discard)\()")
@@ -64,3 +64,11 @@ def test_the_specialised_lowering_wins_whichever_module_is_imported_first(first)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
     assert out.returncode == 0, out.stderr
     assert ast.literal_eval(out.stdout.strip()) == OWNERS
+
+
+def test_an_op_registers_its_shape_inference_and_kind_once():
+    with pytest.raises(ValueError, match="op Conv is registered twice"):
+        op("Conv", kind="opaque")(REGISTRY["Relu"].infer)
+    assert REGISTRY["Conv"].kind == "out-elementwise-fusable"
+    assert {REGISTRY[k].kind for k in ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")} == {
+        "out-elementwise-fusable"}
