@@ -109,8 +109,9 @@ def compile(
     *,
     target: str = "host",
     pipeline: str = "O2",
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: Mapping[str, Sequence[Any]] | None = None,
     input_values: Mapping[str, Any] | None = None,
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None,
     on_event: EventCallback | None = None,
     verify: bool = True,
     benchmark: bool = True,
@@ -128,7 +129,11 @@ def compile(
     ``If`` on it folds at compile time (``compiler.frontend.input_values``); the compiled model no
     longer takes it, ``result.model["input_values"]`` lists the values and verification runs ONNX
     Runtime with them. A bad value is a ``request`` error naming the input. An ``If`` whose condition
-    is left to run time fails with an ``import`` error naming the If and the input to bind. Events go to
+    is left to run time is compiled with both branches and decided at run time (``compiler.driver.
+    control``). ``dim_ranges`` (``{"N": (1, 8)}`` with ``input_shapes={"images": ["N", 3, 224, 224]}``)
+    compiles one artifact serving every size of ``N`` (``compiler.driver.dim_range``: one compilation
+    per size, every kernel specialized to it; events and verification at the maximum); a bad range is
+    a ``request`` error naming the dim. Events go to
     ``on_event`` synchronously as they happen. ``check_passes`` runs the exported model after every
     pass in ONNX Runtime and compares with the original (rtol 1e-4, atol 1e-5). ``backend=False``
     stops after the graph passes (no lowering, codegen, run or verify). Never raises a
@@ -157,6 +162,6 @@ def compile(
     the 1-thread times ``prism_ms_1t`` / ``median_us_1t``.
     """
     return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
-                                 input_values=input_values, verify=verify,
+                                 input_values=input_values, dim_ranges=dim_ranges, verify=verify,
                                  benchmark=benchmark, check_passes=check_passes, backend=backend,
                                  calibration_data=calibration_data, threads=threads), on_event)

@@ -23,6 +23,7 @@ from .api import compile as compile_model
 from .api import inspect_model
 from .errors import CompileError
 from .frontend import parse_input_shape
+from .frontend.dim_range import parse_dim_range
 from .frontend.input_values import parse_input_value
 from .result import json_default
 from .runtime.pool import available_threads, check_threads
@@ -119,18 +120,19 @@ def _resolve_model(model: str, shapes: dict[str, list[int]]) -> tuple[str, dict[
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    shapes: dict[str, list[int]] = {}
+    shapes: dict[str, list[Any]] = {}
     for text in args.input_shape or []:
         name, dims = parse_input_shape(text)
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
     values = dict(parse_input_value(text) for text in args.input_value or []) or None
+    ranges = dict(parse_dim_range(text) for text in args.dim_range or []) or None
     check_threads(args.threads)  # a one-line usage error before anything is read
     if args.random_weights is not None:
         model = samples.randomized(model, seed=args.random_weights)  # type: ignore[assignment]
     on_event = None if args.json else (lambda e: _print_event(e, args))
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
-                           input_values=values, on_event=on_event, verify=args.verify, benchmark=args.benchmark,
+                           input_values=values, dim_ranges=ranges, on_event=on_event, verify=args.verify, benchmark=args.benchmark,
                            check_passes=args.check_passes, backend=not args.no_backend,
                            calibration_data=args.calibration_data, threads=args.threads)
     report = result.to_dict()
@@ -167,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...", help="bind an input's shape")
     c.add_argument("--input-value", action="append", metavar="NAME=V1,V2,...",
                    help="bind an input's value (a constant of the compiled model; folds an If on it)")
+    c.add_argument("--dim-range", action="append", metavar="NAME=MIN..MAX",
+                   help="one artifact for every size of a dim named in --input-shape (e.g. N=1..8)")
     c.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     c.add_argument("--remarks", action="store_true", help="print every remark under its pass")
     c.add_argument("--emit-dir", metavar="DIR", help="write per-pass IR and per-kernel code here")

@@ -4,6 +4,8 @@ The stages, in order (each runs at most once per compilation)::
 
     request      check the target and parse the pipeline              compiler.driver.request
     read         read the model, describe it, emit compile.started    compiler.driver.request
+    dim-range    a ranged dim: the model compiled once per size        compiler.driver.dim_range
+                 (then the stages onnx-passes ... link do not run)
     onnx-passes  ONNX-level rewrites on the ModelProto                compiler.driver.prepare
     control-flow run-time If/Loop/Scan: the model compiled in parts   compiler.driver.control
                  (then the stages import ... link do not run)
@@ -57,8 +59,8 @@ def _links(c: Compilation) -> bool:
     return ((c.request.backend and c.request.link) or _runs(c)) and _whole(c)
 
 
-def _whole(c: Compilation) -> bool:  # one graph IR for the model: no run-time control flow (compiler.driver.control)
-    return c.control is None
+def _whole(c: Compilation) -> bool:  # one graph IR for the model: not compiled in parts (control flow, dim range)
+    return c.control is None and c.program is None
 
 
 def _whole_backend(c: Compilation) -> bool:
@@ -96,8 +98,9 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("request", "request", None, "request:check_request"),
     Stage("read", "import", "import", "request:read"),
-    Stage("onnx-passes", "import", "import", "prepare:run_onnx_passes"),
-    Stage("control-flow", "lowering", None, "control:compile_control"),
+    Stage("dim-range", "request", None, "dim_range:compile_dim_range"),
+    Stage("onnx-passes", "import", "import", "prepare:run_onnx_passes", _whole),
+    Stage("control-flow", "lowering", None, "control:compile_control", _whole),
     Stage("import", "import", "import", "frontend:import_graph", _whole),
     Stage("specialize", "shape", "import", "frontend:specialize_graph", _whole),
     Stage("passes", "passes", "passes", "frontend:run_graph_passes", _whole),

@@ -34,6 +34,8 @@ class Request:
         target: a target name (``compiler.targets``).
         pipeline: pipeline text or a preset (``O0``..``O3``).
         input_shapes: ``{input name: [dim, ...]}`` binding symbolic input dims.
+        dim_ranges: ``{dim name: (min, max)}`` for a dim named in ``input_shapes`` (one artifact for
+            every size: ``compiler.driver.dim_range``).
         input_values: ``{input name: value(s)}`` binding inputs to constant values
             (``compiler.frontend.input_values``): the compiled model no longer takes them.
         verify, benchmark: run the program against ONNX Runtime / time it (the ``run`` and
@@ -54,8 +56,9 @@ class Request:
     model: ModelSource
     target: str = "host"
     pipeline: str = "O2"
-    input_shapes: Mapping[str, Sequence[int]] | None = None
+    input_shapes: Mapping[str, Sequence[Any]] | None = None  # ints; a dim name where dim_ranges ranges it
     input_values: Mapping[str, Any] | None = None
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None
     verify: bool = True
     benchmark: bool = True
     check_passes: bool = False

@@ -19,15 +19,24 @@ from ..ops.infer import MAX_ELEMENTS, ShapeEnv, infer_graph
 InputShapes = Mapping[str, Sequence[int]]
 
 
-def parse_input_shape(text: str) -> tuple[str, list[int]]:
-    """``"images=1,3,320,320"`` -> ``("images", [1, 3, 320, 320])``; raises CompileError(stage="request")."""
+def parse_input_shape(text: str) -> tuple[str, list[int | str]]:
+    """``"images=1,3,320,320"`` -> ``("images", [1, 3, 320, 320])``; a dim may be a name given a range
+    with ``--dim-range`` (``"images=N,3,224,224"``: ``compiler.frontend.dim_range``). Raises
+    CompileError(stage="request")."""
     name, sep, dims = text.rpartition("=")
     if not sep or not name:
         raise CompileError("request", f"--input-shape {text!r}: expected NAME=D1,D2,... (e.g. images=1,3,320,320)")
-    try:
-        shape = [int(d) for d in dims.split(",")] if dims.strip() else []
-    except ValueError:
-        raise CompileError("request", f"--input-shape {text!r}: dims must be integers separated by commas") from None
+    shape: list[int | str] = []
+    for d in dims.split(",") if dims.strip() else []:
+        d = d.strip()
+        if d.isidentifier():
+            shape.append(d)
+            continue
+        try:
+            shape.append(int(d))
+        except ValueError:
+            raise CompileError("request", f"--input-shape {text!r}: dims must be integers (or a dim name with "
+                               "--dim-range) separated by commas") from None
     return name, shape
 
 

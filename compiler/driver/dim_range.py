@@ -1,0 +1,63 @@
+"""The driver's ``dim-range`` stage: one artifact for every size of a ranged input dim.
+
+With ``dim_ranges`` (``--dim-range N=1..8``) the model is compiled once per size of the dim, each
+through every stage of the driver (``compiler.frontend.dim_range`` checks the request), into one
+:class:`~compiler.runtime.dim_range.DimRangeProgram` that picks the compilation of the inputs' size
+when it is bound. The events are the largest size's (its passes, fusion, memory plan at the maximum,
+kernels); the run and verification stages run it at the maximum. Every kernel is specialized to its
+size: kernels that take the dim as a run-time parameter are not implemented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..errors import CompileError
+from ..events import EventStream
+from ..frontend.dim_range import check_dim_ranges, ranged_axes, shapes_at
+from ..runtime.dim_range import DimRangeProgram
+from .stages import run_stages
+from .state import Compilation
+
+_OWN = ("compile.started", "compile.finished", "compile.failed")
+
+
+def compile_dim_range(comp: Compilation) -> None:
+    """Stage ``dim-range``: nothing without a ranged dim; else ``comp.program`` (a DimRangeProgram),
+    and ``comp.reference``/``trims``/``flat_outputs``/``sequence_layout`` of the largest size. Raises
+    CompileError(stage="request") for a bad range (``compiler.frontend.dim_range``) and the first
+    size's CompileError, its message prefixed with the size (``N=3: ...``)."""
+    req = comp.request
+    shapes = req.input_shapes or {}
+    if not req.dim_ranges and not any(isinstance(d, str) for s in shapes.values() for d in s):
+        return
+    (name,) = check_dim_ranges(shapes, req.dim_ranges)
+    lo, hi = (int(x) for x in req.dim_ranges[name])  # type: ignore[index]
+    programs: dict[int, Any] = {}
+    top: Compilation | None = None
+    for n in range(hi, lo - 1, -1):  # the maximum first: its events are the compilation's
+        def forward(e: dict[str, Any], n: int = n) -> None:
+            if n == hi and e["type"] not in _OWN:
+                comp.events.emit(e["type"], **{k: v for k, v in e.items() if k not in ("seq", "type", "ts")})
+
+        assert comp.proto is not None
+        sub_req = dataclasses.replace(req, model=comp.proto, input_shapes=shapes_at(shapes, name, n), dim_ranges=None,
+                                      input_values=None, verify=False, benchmark=False, link=True,
+                                      kernel_events=req.kernel_events and n == hi, check_passes=req.check_passes and n == hi)
+        sub = Compilation(sub_req, EventStream(forward), stage_ms={})
+        try:
+            run_stages(sub)
+        except CompileError as e:
+            raise CompileError(e.stage, f"{name}={n}: {e.message}", node=e.node, op=e.op, pass_name=e.pass_name,
+                               kernel=e.kernel, attribute=e.attribute) from None
+        for k, v in sub.stage_ms.items():
+            comp.stage_ms[k] = comp.stage_ms.get(k, 0.0) + v
+        programs[n] = sub.program
+        top = top or sub
+    assert top is not None and comp.pipeline is not None
+    comp.program = DimRangeProgram(programs=programs, dim=name, lo=lo, hi=hi, axes=ranged_axes(shapes, name),
+                                   pipeline=comp.pipeline.text())
+    comp.reference, comp.trims, comp.checks[:] = top.reference, top.trims, top.checks
+    comp.flat_outputs, comp.sequence_layout = top.flat_outputs, top.sequence_layout
+    comp.graph, comp.kernels, comp.ctx = top.graph, top.kernels, top.ctx
