@@ -54,8 +54,9 @@ def check_dim_ranges(input_shapes: Mapping[str, Sequence[Any]] | None, ranges: D
     for inp, shape in (input_shapes or {}).items():
         for d in shape:
             if isinstance(d, str) and d not in ranges:
-                raise CompileError("request", f"input {inp!r}: dim {d!r} has no range; give it with --dim-range "
-                                   f"{d}=MIN..MAX (dim_ranges={{{d!r}: (MIN, MAX)}})")
+                raise CompileError("request", f"--input-shape of input {inp!r}: dim {d!r} is neither an integer nor "
+                                   f"a dim with a range; give one with --dim-range {d}=MIN..MAX (dim_ranges="
+                                   f"{{{d!r}: (MIN, MAX)}})")
             if isinstance(d, str) and d not in used:
                 used.append(d)
     for name, (lo, hi) in ranges.items():
