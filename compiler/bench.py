@@ -2,15 +2,20 @@
 
 For every model (the nine ``light_*`` models of the onnx wheel with seeded random weights,
 ``compiler.samples.randomized(name, seed=0)``, since their own weights are all 0.02; YOLOv8n and
-PP-OCRv4 det from their wheels at 1x3x320x320) it compiles with ``compiler.compile`` (target host,
-pipeline O2 by default), which runs both Prism's code and ONNX Runtime (CPU, 1 intra-op thread,
-sequential) in the same child process on the same inputs, and prints one row: Prism ms (median),
-ONNX Runtime ms (median), ratio Prism/ONNX Runtime, max abs error (and pass/fail of the
-verification, rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen,
-wall). A model whose comparison did not run (ONNX Runtime cannot run it) says ``not verified
-(<reason>)`` instead of an error and does not fail the run; a compile failure or a difference does
-(exit status 1). The last line is the geometric mean of the ratios over the models that ran. Timings are
-single-thread medians and noisy on a shared machine: compare ratios from one run.
+PP-OCRv4 det from their wheels at 1x3x320x320; and the models of the kinds users bring that
+``compiler.bench_models`` builds with seeded random weights: two transformer encoders, two
+depthwise-separable CNNs, a recurrent model, a sub-millisecond encoder) and every thread count of
+``--threads`` (default ``1,all``: one thread, then all the CPUs this process may use) it compiles with
+``compiler.compile`` (target host, pipeline O2 by default), which runs Prism's code and ONNX Runtime
+(CPU, the same number of intra-op threads, sequential) in the same child process on the same inputs,
+alternating run by run, and prints one row: threads, Prism ms (median, one call of the entry
+function), ONNX Runtime ms (median), ratio Prism/ONNX Runtime, Prism's speedup over its own 1-thread
+time in the same child (rows above one thread), max abs error (and pass/fail of the verification,
+rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen, wall). A model
+whose comparison did not run (ONNX Runtime cannot run it) says ``not verified (<reason>)`` instead of
+an error and does not fail the run; a compile failure or a difference does (exit status 1). The last
+lines are the geometric means of the ratios per thread count over the models that ran. Timings are
+medians and noisy on a shared machine: compare ratios from one run.
 
 ``python -m compiler.bench --kernels`` instead times the micro-kernel Conv (with its im2col) on
 typical ResNet/Inception layers against numpy's matmul (OpenBLAS sgemm; set
@@ -26,19 +31,29 @@ import sys
 import time
 from typing import Any
 
-MODELS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
-          "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512", "yolov8n", "ppocr_v4_det"]
+from .bench_models import BENCH_MODELS
+
+SAMPLE_MODELS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
+                 "light_resnet50", "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512", "yolov8n",
+                 "ppocr_v4_det"]
+MODELS = SAMPLE_MODELS + list(BENCH_MODELS)
 
 
-def bench_model(name: str, *, target: str = "host", pipeline: str = "O2") -> dict[str, Any]:
-    """Compile, run, verify and time one model; returns its table row as a dict (:func:`result_row`)."""
+def bench_model(name: str, *, target: str = "host", pipeline: str = "O2", threads: int | None = None) -> dict[str, Any]:
+    """Compile, run, verify and time one model (a sample name or a ``compiler.bench_models`` name) at
+    ``threads`` (None: all CPUs); returns its table row as a dict (:func:`result_row`)."""
     import compiler
-    from compiler import samples
+    from compiler import bench_models, samples
 
-    s = samples.get(name)
-    model = samples.randomized(name, seed=0) if s.package is None else samples.fetch(name)
+    shapes = None
+    if name in BENCH_MODELS:
+        model: Any = str(bench_models.load(name))
+    else:
+        s = samples.get(name)
+        model = samples.randomized(name, seed=0) if s.package is None else samples.fetch(name)
+        shapes = s.input_shapes or None
     t0 = time.perf_counter()
-    r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=s.input_shapes or None)
+    r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes, threads=threads)
     return result_row(name, r, time.perf_counter() - t0)
 
 
@@ -49,12 +64,15 @@ def result_row(name: str, r: Any, wall_s: float) -> dict[str, Any]:
     (False when the comparison did not run; ``message`` then says why: ``compiler.driver.run.verify``),
     ``kernels``, ``distinct``."""
     row: dict[str, Any] = {"model": name, "ok": r.ok, "error": r.error, "wall_s": round(wall_s, 2)}
+    row["threads"] = (r.of_type("model.timed") or [{}])[-1].get("threads") if r.ok else None
     st = r.stage_ms
     row["compile_s"] = round(sum(st.get(k, 0.0) for k in ("import", "passes", "lowering", "codegen")) / 1e3, 2)
     if r.ok:
         t = (r.of_type("model.timed") or [{}])[-1]
         v = (r.of_type("model.verified") or [{}])[-1]
+        one = t.get("prism_ms_1t")
         row.update(prism_ms=t.get("prism_ms"), onnxruntime_ms=t.get("onnxruntime_ms"), ratio=t.get("ratio"),
+                   speedup=round(one / t["prism_ms"], 3) if one and t.get("prism_ms") else None,
                    max_abs_error=v.get("max_abs_error"), passed=v.get("passed"),
                    verified=bool(v) and v.get("verified") is not False and v.get("passed") is not None,
                    kernels=len(r.of_type("kernel.compiled")),
@@ -136,35 +154,61 @@ def _not_verified(r: dict[str, Any]) -> str:
     return f"not verified ({reason or 'no reason given'})"
 
 
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """The rows as a text table. A model whose verification did not run says ``not verified
+    """The rows as a text table, then the geometric-mean ratio per thread count (and Prism's geometric-
+    mean speedup over one thread). A model whose verification did not run says ``not verified
     (<reason>)`` after its numbers; one ONNX Runtime could not run has ``-`` for its time and ratio and
     no part in the geometric mean."""
-    head = f"{'model':<20} {'Prism ms':>9} {'ORT ms':>9} {'ratio':>6} {'max error':>10} {'verified':>8} {'compile s':>9}"
+    head = (f"{'model':<20} {'thr':>3} {'Prism ms':>9} {'ORT ms':>9} {'ratio':>6} {'vs 1t':>6} {'max error':>10} "
+            f"{'verified':>8} {'compile s':>9}")
     lines = [head, "-" * len(head)]
-    ratios = []
+    ratios: dict[Any, list[float]] = {}
+    speedups: dict[Any, list[float]] = {}
     for r in rows:
         if not r["ok"]:
             err = r["error"] or {}
             lines.append(f"{r['model']:<20} FAILED ({err.get('stage')}): {str(err.get('message'))[:70]}")
             continue
+        thr = r.get("threads")
         if r.get("ratio") is not None:
-            ratios.append(r["ratio"])
+            ratios.setdefault(thr, []).append(r["ratio"])
+        if r.get("speedup"):
+            speedups.setdefault(thr, []).append(r["speedup"])
         unverified = r.get("verified") is False or r.get("passed") is None
         verdict = "-" if unverified else "pass" if r["passed"] else "FAIL"
-        line = (f"{r['model']:<20} {_num(r.get('prism_ms'), '.2f', 9)} {_num(r.get('onnxruntime_ms'), '.2f', 9)} "
-                f"{_num(r.get('ratio'), '.2f', 6)} {_num(None if unverified else r.get('max_abs_error'), '.2e', 10)} "
+        line = (f"{r['model']:<20} {thr if thr is not None else '-':>3} {_num(r.get('prism_ms'), '.3f', 9)} "
+                f"{_num(r.get('onnxruntime_ms'), '.3f', 9)} {_num(r.get('ratio'), '.2f', 6)} "
+                f"{_num(r.get('speedup'), '.2f', 6)} {_num(None if unverified else r.get('max_abs_error'), '.2e', 10)} "
                 f"{verdict:>8} {r['compile_s']:>9.2f}")
         lines.append(f"{line}  {_not_verified(r)}" if unverified else line)
-    if ratios:
-        g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append(f"geometric-mean ratio Prism/ONNX Runtime over {len(ratios)} models: {g:.2f}")
+    for thr, xs in sorted(ratios.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        at = f" at {thr} thread{'s' if thr != 1 else ''}" if thr is not None else ""
+        sp = f"; Prism {_geomean(speedups[thr]):.2f}x its 1-thread time" if speedups.get(thr) else ""
+        lines.append(f"geometric-mean ratio Prism/ONNX Runtime{at} over {len(xs)} models: {_geomean(xs):.2f}{sp}")
     return "\n".join(lines)
+
+
+def thread_counts(text: str) -> list[int]:
+    """``--threads`` text (``1,all``, ``2`` ...) as counts; ``all`` is every CPU this process may use.
+    Raises CompileError(stage="request") for a count outside 1..that (``compiler.runtime.pool.check_threads``)."""
+    from .runtime.pool import available_threads, check_threads
+
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        n = available_threads() if part == "all" else check_threads(int(part) if part.lstrip("-").isdigit() else part)  # type: ignore[arg-type]
+        if n not in out:
+            out.append(n)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m compiler.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated sample names")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated sample or bench model names")
+    ap.add_argument("--threads", default="1,all", help="comma-separated thread counts; all: every CPU (default 1,all)")
     ap.add_argument("--target", default="host")
     ap.add_argument("--pipeline", default="O2")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
@@ -193,11 +237,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r['conv']:<24} {r['gemm']:<16} {r['prism_gflops']:>14.1f} {r['openblas_gflops']:>17.1f}")
         return 0
     rows = []
+    counts = thread_counts(args.threads)
     for name in [m for m in args.models.split(",") if m]:
-        row = bench_model(name, target=args.target, pipeline=args.pipeline)
-        rows.append(row)
-        if not args.json:
-            print(format_table([row]).splitlines()[-1 if not row["ok"] else 2], file=sys.stderr, flush=True)
+        for n in counts:
+            row = bench_model(name, target=args.target, pipeline=args.pipeline, threads=n)
+            rows.append(row)
+            if not args.json:
+                print(format_table([row]).splitlines()[2], file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=1) if args.json else format_table(rows))
     return 0 if all(r["ok"] and r.get("passed") is not False for r in rows) else 1
 

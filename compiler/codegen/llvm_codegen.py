@@ -356,9 +356,10 @@ class KernelCodegen:
         st = _linear(flat, v)
         if st not in (1, 2, 3, 4):
             return None
-        c, f = self._ev(e.cond), self._ev(e.f)
-        if c.lanes != lanes:
-            return None
+        c = self._ev(e.cond)
+        if c.lanes != lanes:  # decided before the pass-through is emitted: the caller then emits it once
+            return None  # (a chain of N nested selects, a Concat of N values, would otherwise cost 2^N)
+        f = self._ev(e.f)
         base = self._ev(substitute(flat, {v: Var("__base_" + v)}))
         ptr = self.b.gep(self.ptr[buf.name], [base.val], source_etype=MTYPE[buf.dtype])
         width = st * (lanes - 1) + 1  # stride st: lane j of the result is element st*j of a wider masked load
