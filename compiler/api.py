@@ -18,6 +18,7 @@ from .driver import STAGE_KEYS, Request, compile_model
 from .driver.request import legalize_model, resolve_model
 from .events import EventCallback
 from .frontend import ModelSource, import_model, read_model
+from .frontend.dim_range import check_dim_ranges, shapes_at
 from .frontend.input_values import bind_input_values
 from .frontend.narrow_types import uses_narrow_types
 from .frontend.specialize import bind_input_shapes
@@ -69,8 +70,9 @@ def inspect_model(model: ModelSource) -> dict[str, Any]:
 
 
 def validate_request(model: ModelSource, *, target: str, pipeline: str,
-                     input_shapes: Mapping[str, Sequence[int]] | None, calibration_data: Any = None,
-                     input_values: Mapping[str, Any] | None = None, threads: int | None = None) -> dict[str, Any]:
+                     input_shapes: Mapping[str, Sequence[Any]] | None, calibration_data: Any = None,
+                     input_values: Mapping[str, Any] | None = None, threads: int | None = None,
+                     dim_ranges: Mapping[str, tuple[int, int]] | None = None) -> dict[str, Any]:
     """Check a compile request without compiling.
 
     Returns ``{"target", "pipeline": expanded text, "input_shapes": {input: [int, ...]} for every
@@ -78,7 +80,10 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
     [value, ...]}`` (flat, C order, in the input's type). Raises CompileError(stage="request") naming an unknown target, pass or option (with
     the valid ones), each unbound dim, or the input of a bad input value (unknown name, wrong count,
     a value its type cannot hold), or ``threads`` outside 1..the CPUs this process may use (given, it
-    is ``"threads"`` of the result); CompileError(stage="import") for a bad model.
+    is ``"threads"`` of the result); CompileError(stage="import") for a bad model. With a ranged dim
+    (``dim_ranges``, a dim name in ``input_shapes``: ``compiler.frontend.dim_range``) the shapes are
+    checked at the range's maximum and returned with the name, ``"dim_ranges": {name: [min, max]}``
+    beside them; a bad range is a request error naming the dim.
     """
     check_target(target)
     n_threads = check_threads(threads)
@@ -89,8 +94,13 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
     if uses_narrow_types(proto):
         proto = legalize_model(proto)[0]
     graph = import_model(proto)
-    bound = bind_input_shapes(graph, input_shapes, stage="request")
+    ranged = check_dim_ranges(input_shapes, dim_ranges) if dim_ranges or _named_dims(input_shapes) else []
+    at_max = shapes_at(input_shapes or {}, ranged[0], int(dim_ranges[ranged[0]][1])) if ranged and dim_ranges else None
+    bound = bind_input_shapes(graph, at_max or input_shapes, stage="request")
     out: dict[str, Any] = {"target": target, "pipeline": text, "input_shapes": bound}
+    if ranged and dim_ranges:  # the shapes as given (with the dim's name) and the range
+        out["input_shapes"] = {**bound, **{k: list(v) for k, v in (input_shapes or {}).items()}}
+        out["dim_ranges"] = {ranged[0]: [int(x) for x in dim_ranges[ranged[0]]]}
     if threads is not None:
         out["threads"] = n_threads
     if values:
@@ -102,6 +112,10 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
         specialize(graph, bound)
         out["calibration"] = {k: list(v.shape) for k, v in load_calibration(calibration_data, graph).items()}
     return out
+
+
+def _named_dims(input_shapes: Mapping[str, Sequence[Any]] | None) -> bool:
+    return any(isinstance(d, str) for s in (input_shapes or {}).values() for d in s)
 
 
 def compile(

@@ -149,6 +149,7 @@ def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None
         "requested_pipeline": comp.requested_pipeline,
         "input_shapes": comp.input_shapes,
         "input_values": comp.options.get("input_values", {}),
+        "dim_ranges": comp.options.get("dim_ranges", {}),
         "options": comp.options,
         "compiler_version": comp.compiler_version,
         "status": comp.status,

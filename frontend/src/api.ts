@@ -79,7 +79,10 @@ export interface CreateCompilation {
   model: string;
   target: string;
   pipeline: string;
-  input_shapes: Record<string, number[]>;
+  /** Dims are sizes, or the name of a dim in `dim_ranges`. */
+  input_shapes: Record<string, (number | string)[]>;
+  /** `{N: [min, max]}`: one artifact serving every size of the dim N named in input_shapes. */
+  dim_ranges?: Record<string, [number, number]>;
   /** `{input: [values]}`: binds inputs to values (an If on one folds at compile time). */
   input_values?: Record<string, number[]>;
   /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */

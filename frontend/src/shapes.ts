@@ -12,18 +12,35 @@ export function prefill(input: TensorInfo, sample?: Dim[]): string[] {
 
 /**
  * Reads the fields of every input into `{name: [ints]}`; throws an Error naming the input and
- * dim when a field is not a positive integer.
+ * dim when a field is not a positive integer. With `ranged` (the dims given a range, see
+ * `readRanges`), a field may hold one of their names instead: one compilation serves its range.
  */
-export function readShapes(inputs: TensorInfo[], fields: Record<string, string[]>): Record<string, number[]> {
-  const out: Record<string, number[]> = {};
+export function readShapes(inputs: TensorInfo[], fields: Record<string, string[]>, ranged: string[] = []): Record<string, (number | string)[]> {
+  const out: Record<string, (number | string)[]> = {};
   for (const inp of inputs) {
     const vals = fields[inp.name] ?? [];
     out[inp.name] = (inp.shape ?? []).map((d, i) => {
       const t = (vals[i] ?? "").trim();
+      if (ranged.includes(t)) return t;
       const label = typeof d === "string" && d ? `dim ${i} (${d})` : `dim ${i}`;
-      if (!/^\d+$/.test(t) || Number(t) < 1) throw new Error(`Input “${inp.name}” ${label} needs a positive integer${t ? `, not “${t}”` : ""}.`);
+      if (!/^\d+$/.test(t) || Number(t) < 1) throw new Error(`Input “${inp.name}” ${label} needs a positive integer${ranged.length ? ` or a ranged dim (${ranged.join(", ")})` : ""}${t ? `, not “${t}”` : ""}.`);
       return Number(t);
     });
+  }
+  return out;
+}
+
+/**
+ * Reads the dim-range field (`N=1..8`, several separated by commas; blank: none) into `{N: [1, 8]}`;
+ * throws an Error quoting the part that is not NAME=MIN..MAX with 1 <= MIN <= MAX. The compiler
+ * checks the rest (the number of sizes, that an input shape names the dim).
+ */
+export function readRanges(text: string): Record<string, [number, number]> {
+  const out: Record<string, [number, number]> = {};
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)\s*\.\.\s*(\d+)$/.exec(part);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > Number(m[3])) throw new Error(`Dim range “${part}” needs NAME=MIN..MAX with 1 ≤ MIN ≤ MAX (e.g. N=1..8).`);
+    out[m[1]] = [Number(m[2]), Number(m[3])];
   }
   return out;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { boundShapes, prefill, readShapes, readValues, valueInputs } from "../src/shapes";
+import { boundShapes, prefill, readRanges, readShapes, readValues, valueInputs } from "../src/shapes";
 
 const input = { name: "data", dtype: "float32", shape: ["batch", 3, 224, null] };
 
@@ -47,5 +47,17 @@ describe("input values", () => {
     expect(() => readValues([mode], { mode: "1.5" })).toThrow("Input “mode” value needs integers separated by commas, not “1.5”.");
     expect(() => readValues([mode], { mode: "true" })).toThrow("not “true”");
     expect(() => readValues([mode], { mode: "1,,2" })).toThrow("Input “mode” value needs integers");
+  });
+});
+
+describe("dim ranges", () => {
+  it("reads ranges and lets a shape field name a ranged dim", () => {
+    expect(readRanges(" N=1..8 ")).toEqual({ N: [1, 8] });
+    expect(readRanges("")).toEqual({});
+    expect(readShapes([input], { data: ["N", "3", "224", "224"] }, ["N"])).toEqual({ data: ["N", 3, 224, 224] });
+    expect(() => readShapes([input], { data: ["M", "3", "224", "224"] }, ["N"])).toThrow("needs a positive integer or a ranged dim (N), not “M”");
+  });
+  it("names a bad range", () => {
+    for (const bad of ["N=0..8", "N=5..2", "N=1-8", "=1..2"]) expect(() => readRanges(bad)).toThrow(`Dim range “${bad}” needs NAME=MIN..MAX`);
   });
 });

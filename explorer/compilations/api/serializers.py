@@ -4,10 +4,27 @@ The field checks and their messages are `services/validation.py`'s, so that ever
 `create_compilation` accept the same values and say the same words.
 """
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
 from explorer.compilations.services import validation
+
+
+@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]})
+class DimField(serializers.Field):
+    """One dim of a requested input shape: a non-negative integer, or the name of a dim given a range
+    in `dim_ranges` (checked by the compiler, `compiler.frontend.dim_range`)."""
+
+    def to_internal_value(self, data):  # type: ignore[no-untyped-def]
+        if isinstance(data, int) and not isinstance(data, bool) and data >= 0:
+            return data
+        if isinstance(data, str) and data.isidentifier():
+            return data
+        raise serializers.ValidationError("a dim is a non-negative integer or the name of a dim in dim_ranges")
+
+    def to_representation(self, value):  # type: ignore[no-untyped-def]
+        return value
 
 
 class _TextField(serializers.CharField):
@@ -77,10 +94,16 @@ class CompilationRequest(serializers.Serializer):
     target = _TextField(default="host", max_length=64)
     pipeline = PipelineField(default="O2")
     input_shapes = serializers.DictField(
-        child=serializers.ListField(child=serializers.IntegerField(min_value=0)),
+        child=serializers.ListField(child=DimField()),
         required=False,
         allow_null=True,
-        help_text='{"input name": [1, 3, 224, 224]}; binds symbolic dims',
+        help_text='{"input name": [1, 3, 224, 224]}; binds symbolic dims ("N" where dim_ranges ranges N)',
+    )
+    dim_ranges = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        required=False,
+        allow_null=True,
+        help_text='{"N": [1, 8]}: one artifact for every N in the range (a dim named in input_shapes)',
     )
     input_values = serializers.DictField(
         child=serializers.ListField(child=serializers.JSONField(), allow_empty=False),
@@ -158,6 +181,7 @@ class CompilationOut(serializers.Serializer):
     requested_pipeline = serializers.CharField()
     input_shapes = serializers.DictField()
     input_values = serializers.DictField(help_text="{input: [values]} bound as constants ({} when none)")
+    dim_ranges = serializers.DictField(help_text="{dim: [min, max]} of a ranged dim ({} when none)")
     options = serializers.DictField()
     compiler_version = serializers.CharField()
     status = serializers.ChoiceField(["queued", "running", "succeeded", "failed"])

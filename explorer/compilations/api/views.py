@@ -177,6 +177,7 @@ class CompilationListView(RateLimited, APIView):
                 pipeline=data["pipeline"],
                 input_shapes=data.get("input_shapes"),
                 input_values=data.get("input_values"),
+                dim_ranges=data.get("dim_ranges"),
                 options=data.get("options"),
                 use_cache=data["cache"],
                 owner=request.user,

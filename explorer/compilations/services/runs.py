@@ -163,6 +163,7 @@ def run_compilation(
             pipeline=comp.pipeline,
             input_shapes=comp.input_shapes or None,
             input_values=comp.options.get("input_values") or None,
+            dim_ranges={k: tuple(v) for k, v in (comp.options.get("dim_ranges") or {}).items()} or None,
             on_event=on_event,
             verify=bool(comp.options.get("verify", True)),
             benchmark=bool(comp.options.get("benchmark", True)),

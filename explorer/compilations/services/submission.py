@@ -76,6 +76,7 @@ def create_compilation(
     pipeline: str,
     input_shapes: dict | None,
     input_values: dict | None = None,
+    dim_ranges: dict | None = None,
     options: dict | None = None,
     use_cache: bool = True,
     owner=None,
@@ -85,7 +86,8 @@ def create_compilation(
 
     `input_values` (`{input: [values]}`) binds inputs to constants (`compiler.compile`'s
     `input_values`); the compiler's normalized values are kept as `options["input_values"]`, so they
-    are part of the cache key and of the stored request. `owner` is the signed-in requester (None or anonymous: no owner), `visibility` one of
+    are part of the cache key and of the stored request; so are `dim_ranges` (`{"N": [1, 8]}` for a dim
+    named in `input_shapes`), kept as `options["dim_ranges"]`. `owner` is the signed-in requester (None or anonymous: no owner), `visibility` one of
     `visibility.VISIBILITIES` (checked by the caller). Returns `(compilation, cached)`; `cached`
     is True when a succeeded compilation with the same cache key exists: it is returned as it is or
     copied for the requester (see the module docstring), and nothing is queued.
@@ -108,12 +110,15 @@ def create_compilation(
         req = compiler.validate_request(
             model.file.path, target=target, pipeline=expanded, input_shapes=input_shapes,
             calibration_data=calibration_path(opts), input_values=input_values or None,
+            dim_ranges={k: tuple(v) for k, v in dim_ranges.items()} if dim_ranges else None,
             threads=opts.get("threads"),
         )
     except compiler.CompileError as exc:
         raise InvalidRequest(exc.message, exc.to_dict()) from exc
     if req.get("input_values"):
         opts["input_values"] = req["input_values"]
+    if req.get("dim_ranges"):  # one artifact for a range of sizes (compiler.driver.dim_range)
+        opts["dim_ranges"] = req["dim_ranges"]
     version = str(compiler.__version__)
     key = cache_key(model.sha256, req["target"], req["pipeline"], req["input_shapes"], opts, version)
     owner = owner if signed_in(owner) else None

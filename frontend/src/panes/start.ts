@@ -6,7 +6,7 @@ import { api, ApiError, uploadModel, type ModelMeta, type PassInfo, type Pipelin
 import { emptyState, h, replace } from "../dom";
 import { fmtBytes, fmtShape } from "../format";
 import { linkTo, navigate } from "../router";
-import { prefill, readShapes, readValues, valueInputs } from "../shapes";
+import { prefill, readRanges, readShapes, readValues, valueInputs } from "../shapes";
 import { pipelineForm } from "./pipelineform";
 import { currentUser } from "../reviewapi";
 
@@ -214,16 +214,19 @@ export function startPage(): HTMLElement {
     });
     const threadsField = h("input", { type: "number", min: "1", step: "1", class: "threads", "aria-label": "Threads", placeholder: "all the worker's CPUs" });
     const threadsNote = h("span", { class: "muted" }, " the compiled model's parallel loops and ONNX Runtime beside it run on this many threads");
+    const rangeField = h("input", { class: "dim-ranges", size: 12, placeholder: "N=1..8", "aria-label": "Dim range", title: "One compilation for every size of a dim: write its name (e.g. N) in a shape field above and its range here" });
     const submit = h("button", { class: "btn primary compile" }, "Compile");
     const msg = h("p", { class: "submit-message", role: "status" });
     submit.addEventListener("click", async () => {
       msg.className = "submit-message error";
-      let input_shapes: Record<string, number[]>;
+      let input_shapes: Record<string, (number | string)[]>;
       let input_values: Record<string, number[]>;
+      let dim_ranges: Record<string, [number, number]>;
       try {
         input_values = readValues(offered, Object.fromEntries(Object.entries(valueFields).map(([k, f]) => [k, f.value])));
+        dim_ranges = readRanges(rangeField.value);
         const shaped = model.inputs.filter((i) => !(i.name in input_values)); // a bound input's shape comes with its value
-        input_shapes = readShapes(shaped, Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.map((f) => f.value)])));
+        input_shapes = readShapes(shaped, Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.map((f) => f.value)])), Object.keys(dim_ranges));
       } catch (e) {
         return replace(msg, errorText(e));
       }
@@ -236,7 +239,7 @@ export function startPage(): HTMLElement {
       msg.className = "submit-message";
       replace(msg, "Submitting…");
       try {
-        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), visibility: visibility.value as "private" | "unlisted" | "public", ...(threads !== null ? { options: { threads } } : {}) });
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), ...(Object.keys(dim_ranges).length ? { dim_ranges } : {}), visibility: visibility.value as "private" | "unlisted" | "public", ...(threads !== null ? { options: { threads } } : {}) });
         navigate({ page: "compilation", id: c.id, view: "summary" });
       } catch (e) {
         submit.disabled = false;
@@ -252,6 +255,7 @@ export function startPage(): HTMLElement {
       h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
       pipe.el,
       h("div", { class: "field" }, h("label", null, "Threads "), threadsField, threadsNote),
+      h("div", { class: "field" }, h("label", null, "Dim range "), rangeField, h("span", { class: "muted" }, " optional: a dim name in a shape field (e.g. N) and its range, one artifact for every size")),
       h("div", { class: "field" }, h("label", null, "Visibility "), visibility),
       h("div", { class: "field" }, submit, msg));
     configure.hidden = false;
