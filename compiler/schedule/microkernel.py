@@ -54,6 +54,7 @@ from ..loops.ops_nn import _geom, _window
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to
 from ..targets import Target
+from .conv_nchwc import nchwc_conv
 from .conv_se import channel_scale, try_global_pool
 from .depthwise import direct_conv, prefers_direct
 from .gemm import (
@@ -70,7 +71,7 @@ from .gemm import (
     probe_buffer,
 )
 
-ANCHORS = ("Conv", "Gemm", "MatMul")
+ANCHORS = ("Conv", "Gemm", "MatMul", "NchwcConv")
 
 
 def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
@@ -102,6 +103,9 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
             return [Tensor(shape, "f32", lambda idx: Load(vbuf, tuple(idx)))]
         if n.op_type == "Conv":
             return [Tensor(shape, "f32", lambda idx: add(Load(vbuf, tuple(idx)), bias[[idx[1]]]))]
+        if n.op_type == "NchwcConv":  # bias [Co/c * c] of the blocked output [N, Co/c, OH, OW, c]
+            return [Tensor(shape, "f32", lambda idx: add(Load(vbuf, tuple(idx)),
+                                                         bias[[add(mul(idx[1], shape[4]), idx[4])]]))]
         beta = float(n.attr("beta", 1.0))
         cb = broadcast_to(bias, shape)
         return [Tensor(shape, "f32", lambda idx: add(Load(vbuf, tuple(idx)),
@@ -115,6 +119,8 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
         return None
     if anchor.op_type == "Conv":
         return _conv(lk, anchor, captured["ins"], out_buf, out_t, target)
+    if anchor.op_type == "NchwcConv":
+        return nchwc_conv(lk, anchor, captured["ins"], out_buf, out_t, target)
     if anchor.op_type == "MatMul":
         from .matmul import lower_matmul
 

@@ -9,6 +9,7 @@ from onnx import helper
 
 from compiler.passes.base import PassContext
 from compiler.passes.convert_layout import ConvertLayout
+from compiler.targets import get_target
 from tests.compiler.passes.pass_testing import from_onnx
 from tests.compiler.schedule.model_check import check_model, model, tensor
 
@@ -41,6 +42,7 @@ CHAINS = {
     "divisible_16": (dict(c=16, e=32, hw=(8, 8)), 16),
     "non_divisible_16": (dict(c=20, e=40, hw=(9, 11)), 16),
     "block_8": (dict(c=12, e=24, hw=(7, 7)), 8),
+    "wide_rows": (dict(c=16, e=32, hw=(5, 29)), 16),  # pixel tiles with a tail
     "stride2_same_upper": (dict(c=16, e=24, hw=(10, 9), stride=2, auto_pad="SAME_UPPER"), 16),
     "dilation2": (dict(c=8, e=16, hw=(9, 9), dil=2), 8),
 }
@@ -61,23 +63,25 @@ def test_nchwc_chain_matches_onnxruntime(case: str) -> None:
     assert ["NchwcConv", "Relu"] in ops and ["NchwcConv", "HardSwish"] in ops, ops
     reorders = [o for o in ops if "ReorderInput" in o or "ReorderOutput" in o]
     assert len(reorders) == 2, ops  # one at each boundary of the chain
+    tiled = chk.schedules().count(f"NCHW{block}c Conv")  # the register-tiled schedule: block = f32 width
+    assert tiled == (3 if block == get_target("host").vector_width_f32 else 0), chk.schedules()
 
 
 def test_one_conv_becomes_reorder_conv_reorder() -> None:
     m = model([helper.make_node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="c")],
-              [tensor("x", [1, 3, 5, 5])], ["y"], {"W": f(5, 3, 3, 3)})
+              [tensor("x", [1, 6, 5, 5])], ["y"], {"W": f(5, 6, 3, 3)})
     g = from_onnx(_typed(m))
     res = ConvertLayout(block=4).run(g, PassContext())
     assert res.changed
     assert [(n.domain, n.op_type) for n in g.nodes] == [("prism", "ReorderInput"), ("prism", "NchwcConv"),
                                                       ("prism", "ReorderOutput")]
     wb = g.nodes[1].inputs[1].const
-    assert wb.shape == (2, 1, 3, 3, 4, 4)  # [Co/c, C/c, kH, kW, c_in, c_out], zero-padded
+    assert wb.shape == (2, 2, 3, 3, 4, 4)  # [Co/c, C/c, kH, kW, c_in, c_out], zero-padded
     w = m.graph.initializer[0]
     from onnx import numpy_helper
     wn = numpy_helper.to_array(w)
-    assert wb[1, 0, 2, 1, 2, 0] == wn[4, 2, 2, 1] and not wb[..., 3, :].any() and not wb[1, ..., 1:].any()
-    assert g.nodes[0].outputs[0].type.shape == (1, 1, 5, 5, 4)
+    assert wb[1, 1, 2, 1, 1, 0] == wn[4, 5, 2, 1] and not wb[:, 1, ..., 2:, :].any() and not wb[1, ..., 1:].any()
+    assert g.nodes[0].outputs[0].type.shape == (1, 2, 5, 5, 4)
 
 
 def _typed(m):  # type: ignore[no-untyped-def]
@@ -88,10 +92,13 @@ def _typed(m):  # type: ignore[no-untyped-def]
 
 def test_convs_it_leaves_alone_get_a_missed_remark() -> None:
     nodes = [helper.make_node("Conv", ["x", "Wg"], ["a"], kernel_shape=[1, 1], group=2, name="grouped"),
-             helper.make_node("Conv", ["a", "w"], ["y"], kernel_shape=[1, 1], name="runtime_w")]
-    m = model(nodes, [tensor("x", [1, 8, 4, 4]), tensor("w", [8, 8, 1, 1])], ["y"], {"Wg": f(8, 4, 1, 1)})
+             helper.make_node("Conv", ["a", "w"], ["b"], kernel_shape=[1, 1], name="runtime_w"),
+             helper.make_node("Conv", ["b", "W3"], ["y"], kernel_shape=[1, 1], name="narrow")]
+    m = model(nodes, [tensor("x", [1, 8, 4, 4]), tensor("w", [3, 8, 1, 1])], ["y"],
+              {"Wg": f(8, 4, 1, 1), "W3": f(4, 3, 1, 1)})
     chk = check_model(m, pipeline=PIPE % 16)
     msgs = {r["nodes"][0]: r["message"] for r in chk.remarks if r["pass"] == "convert-layout"}
     assert "group 2 is neither 1 nor depthwise" in msgs["grouped"]
+    assert "C = 3 < block 16" in msgs["narrow"]
     assert "weight is computed at run time" in msgs["runtime_w"]
     assert not any("NchwcConv" in k.func.attrs["ops"] for k in chk.kernels)
