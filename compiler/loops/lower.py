@@ -90,151 +90,168 @@ def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any]
     the output computes are not emitted: ``lk.pending`` holds ``(output buffer, tensor)`` pairs and
     ``lk.prelude`` the statements before them, for a schedule that builds its own loop nest.
     """
-    if isinstance(node, FusedGroup):
-        nodes = list(node.body.nodes)
-        inner_in = list(node.body.inputs)
-        inner_out = list(node.body.outputs)
-        consts = dict(node.body.constants)
-        outer_in: list[Value] = [v for v in node.inputs if v is not None]
-        outer_out = list(node.outputs)
-    else:
-        nodes = [node]
-        inner_in = [v for v in node.inputs if v is not None]
-        outer_in = inner_in
-        inner_out = outer_out = list(node.outputs)
-        consts = {}
-    lw = Lowering()
-    ctx = LowerCtx(opset, lw)
-    lk = LoweredKernel(kernel, node.name or kernel, PrimFunc(kernel, [], Seq([])))
-    lk.nodes = nodes
-    env: dict[int, Tensor] = {}
-    upstream: dict[int, set[int]] = {}  # value id -> ids of unmaterialized reducing nodes it depends on
+    g = _GroupLowering(node, kernel, opset, override or {})
+    for n in g.nodes:
+        if n.op_type in SEQUENTIAL and n.domain in ("", "ai.onnx"):
+            g.lower_sequential(n)
+        else:
+            g.lower_node(n)
+    for buf, data in g.ctx.new_consts:
+        g.lk.args.append(KernelArg("const", buf.name, buf, data))
+    body = g.outputs(build)
+    g.lk.prelude = list(body)
+    g.lk.lowering = g.lw
+    if build:
+        finalize(g.lk, body)
+    return g.lk
 
-    def bind(inner: Value, outer: Value) -> None:
+
+class _GroupLowering:
+    """The state of lowering one group: the tensor of each value (``env``), the unmaterialized complex
+    nodes each value depends on (``upstream``), the statements so far (``body``) and the kernel's
+    parameters (``lk.args``, in binding order: the order names them ``inN``, ``cN``, ``outN``, ``tmpN``)."""
+
+    def __init__(self, node: Node, kernel: str, opset: int, override: dict[int, Any]) -> None:
+        if isinstance(node, FusedGroup):
+            self.nodes = list(node.body.nodes)
+            inner_in, self.inner_out = list(node.body.inputs), list(node.body.outputs)
+            consts = dict(node.body.constants)
+            outer_in: list[Value] = [v for v in node.inputs if v is not None]
+            self.outer_out = list(node.outputs)
+        else:
+            self.nodes = [node]
+            inner_in = outer_in = [v for v in node.inputs if v is not None]
+            self.inner_out = self.outer_out = list(node.outputs)
+            consts = {}
+        self.kernel, self.override = kernel, override
+        self.lw = Lowering()
+        self.ctx = LowerCtx(opset, self.lw)
+        self.lk = LoweredKernel(kernel, node.name or kernel, PrimFunc(kernel, [], Seq([])))
+        self.lk.nodes = self.nodes
+        self.env: dict[int, Tensor] = {}
+        self.upstream: dict[int, set[int]] = {}  # value id -> ids of unmaterialized reducing nodes it depends on
+        self.body: list[Stmt] = []
+        self.n_tmp = 0
+        self.written: set[int] = set()  # outputs stored by a sequential lowering (compiler.loops.sequential)
+        for iv, ov in zip(inner_in, outer_in, strict=True):
+            self.bind(iv, ov)
+        for cv in consts.values():
+            self.bind(cv, cv)
+        self.out_bufs: dict[int, Buffer] = {}
+        for iv, ov in zip(self.inner_out, self.outer_out, strict=True):
+            p = iv.producer
+            if p is not None and p.op_type in SEQUENTIAL and not (ov.type is not None and ov.type.is_static):
+                continue  # its lowering says why (a data-dependent length)
+            dt, shape = _static(ov)
+            self.out_bufs[id(iv)] = Buffer(f"out{len(self.out_bufs)}", dt, shape, "arena")
+
+    def bind(self, inner: Value, outer: Value) -> None:
+        """Make ``inner`` read ``outer``: a scalar constant inline, an array constant or a graph value as a
+        parameter."""
         dt, shape = _static(outer)
         if outer.const is not None:
             data = np.asarray(outer.const)
             if data.size == 1 and data.dtype.kind in "fiu":
                 scalar = Float(float(data.reshape(-1)[0]), dt) if dt in ("f32", "f64") else Int(int(data.reshape(-1)[0]), dt)
-                env[id(inner)] = Tensor(shape, dt, lambda i, s=scalar: s, data)
+                self.env[id(inner)] = Tensor(shape, dt, lambda i, s=scalar: s, data)
                 return
-            buf = Buffer(f"c{len(lk.args)}", dt, shape, "const")
-            lk.args.append(KernelArg("const", outer.name, buf, data))
+            buf = Buffer(f"c{len(self.lk.args)}", dt, shape, "const")
+            self.lk.args.append(KernelArg("const", outer.name, buf, data))
         else:
-            buf = Buffer(f"in{len(lk.args)}", dt, shape, "arena")
-            lk.args.append(KernelArg("value", outer.name, buf))
-            lk.inputs.append(outer.name)
-        env[id(inner)] = from_buffer(buf, outer.const)
-        upstream[id(inner)] = set()
+            buf = Buffer(f"in{len(self.lk.args)}", dt, shape, "arena")
+            self.lk.args.append(KernelArg("value", outer.name, buf))
+            self.lk.inputs.append(outer.name)
+        self.env[id(inner)] = from_buffer(buf, outer.const)
+        self.upstream[id(inner)] = set()
 
-    for iv, ov in zip(inner_in, outer_in, strict=True):
-        bind(iv, ov)
-    for cv in consts.values():
-        bind(cv, cv)
-    body: list[Stmt] = []
-    out_bufs: dict[int, Buffer] = {}
-    for iv, ov in zip(inner_out, outer_out, strict=True):
-        p = iv.producer
-        if p is not None and p.op_type in SEQUENTIAL and not (ov.type is not None and ov.type.is_static):
-            continue  # its lowering says why (a data-dependent length)
-        dt, shape = _static(ov)
-        out_bufs[id(iv)] = Buffer(f"out{len(out_bufs)}", dt, shape, "arena")
-    n_tmp = 0
-
-    def materialize(v: Value) -> None:
-        nonlocal n_tmp
-        t = env[id(v)]
-        buf = Buffer(f"tmp{n_tmp}", t.dtype, t.shape, "scratch")
-        n_tmp += 1
-        lk.args.append(KernelArg("scratch", f"{kernel}.tmp{n_tmp - 1}", buf))
-        body.append(lw.compute(buf, t.fn))
-        env[id(v)] = from_buffer(buf)
-        upstream[id(v)] = set()
-
-    written: set[int] = set()  # outputs stored by a sequential lowering (compiler.loops.sequential)
-
-    def scratch(dtype: str, shape: tuple[int, ...]) -> Buffer:
-        nonlocal n_tmp
-        buf = Buffer(f"tmp{n_tmp}", dtype, shape, "scratch")
-        n_tmp += 1
-        lk.args.append(KernelArg("scratch", f"{kernel}.tmp{n_tmp - 1}", buf))
+    def scratch(self, dtype: str, shape: tuple[int, ...]) -> Buffer:
+        """A new kernel-private buffer (``tmpN``)."""
+        buf = Buffer(f"tmp{self.n_tmp}", dtype, shape, "scratch")
+        self.lk.args.append(KernelArg("scratch", f"{self.kernel}.tmp{self.n_tmp}", buf))
+        self.n_tmp += 1
         return buf
 
-    for n in nodes:
-        if n.op_type in SEQUENTIAL and n.domain in ("", "ai.onnx"):
-            if any(v not in inner_out for v in n.outputs):
-                raise CompileError("lowering", f"{n.label} ({n.op_type}) must be a kernel of its own",
-                                   node=n.label, op=n.op_type)
-            for v in n.inputs:
-                if v is not None and id(v) not in env and v.const is not None:
-                    bind(v, v)
-            ins_t = [env[id(v)] if v is not None and id(v) in env else None for v in n.inputs]
-            outs_b = [out_bufs.get(id(v)) for v in n.outputs]  # None: no static shape (the lowering raises)
-            body.append(SEQUENTIAL[n.op_type](ctx, n, ins_t, outs_b, scratch))
-            for v in n.outputs:
-                env[id(v)] = from_buffer(out_bufs[id(v)])
-                upstream[id(v)] = set()
-                written.add(id(v))
-            continue
-        fn = (override or {}).get(id(n)) or LOWERINGS.get(registry_key(n))
+    def materialize(self, v: Value) -> None:
+        """Compute ``v`` into a scratch buffer now; later readers load it."""
+        t = self.env[id(v)]
+        buf = self.scratch(t.dtype, t.shape)
+        self.body.append(self.lw.compute(buf, t.fn))
+        self.env[id(v)] = from_buffer(buf)
+        self.upstream[id(v)] = set()
+
+    def lower_sequential(self, n: Node) -> None:
+        """A sequential op (``compiler.loops.sequential``) stores its outputs itself: a kernel of its own."""
+        if any(v not in self.inner_out for v in n.outputs):
+            raise CompileError("lowering", f"{n.label} ({n.op_type}) must be a kernel of its own", node=n.label,
+                               op=n.op_type)
+        for v in n.inputs:
+            if v is not None and id(v) not in self.env and v.const is not None:
+                self.bind(v, v)
+        ins_t = [self.env[id(v)] if v is not None and id(v) in self.env else None for v in n.inputs]
+        outs_b = [self.out_bufs.get(id(v)) for v in n.outputs]  # None: no static shape (the lowering raises)
+        self.body.append(SEQUENTIAL[n.op_type](self.ctx, n, ins_t, outs_b, self.scratch))
+        for v in n.outputs:
+            self.env[id(v)] = from_buffer(self.out_bufs[id(v)])
+            self.upstream[id(v)] = set()
+            self.written.add(id(v))
+
+    def lower_node(self, n: Node) -> None:
+        """Map ``n``'s input tensors to its output tensors; a complex op first materializes inputs that
+        depend on another unmaterialized complex op."""
+        fn = self.override.get(id(n)) or LOWERINGS.get(registry_key(n))
         if fn is None:
             raise CompileError("lowering", f"no lowering for op {n.op_type} (node {n.label})", node=n.label,
                                op=n.op_type)
-        ins = [v for v in n.inputs]
+        ins = list(n.inputs)
         for v in ins:
-            if v is not None and id(v) not in env:
-                if v.const is not None:
-                    bind(v, v)
-                else:
+            if v is not None and id(v) not in self.env:
+                if v.const is None:
                     raise CompileError("lowering", f"{n.label}: input %{v.name} is not bound in the group",
                                        node=n.label, op=n.op_type)
+                self.bind(v, v)
         if is_complex(n):
             for v in ins:
-                if v is not None and upstream.get(id(v)):
-                    materialize(v)
+                if v is not None and self.upstream.get(id(v)):
+                    self.materialize(v)
         try:
-            outs = fn(ctx, n, [env[id(v)] if v is not None else None for v in ins])
+            outs = fn(self.ctx, n, [self.env[id(v)] if v is not None else None for v in ins])
         except CompileError:
             raise
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise CompileError("lowering", f"{n.label} ({n.op_type}): {e}", node=n.label, op=n.op_type) from e
-        up = set().union(*(upstream.get(id(v), set()) for v in ins if v is not None))
+        up = set().union(*(self.upstream.get(id(v), set()) for v in ins if v is not None))
         if is_complex(n):
             up = up | {id(n)}
         for ov, t in zip(n.outputs, outs, strict=False):
-            env[id(ov)] = t
-            upstream[id(ov)] = up
-    for buf, data in ctx.new_consts:
-        lk.args.append(KernelArg("const", buf.name, buf, data))
-    # a reducing node feeding more than one group output is computed once
-    counts: dict[int, int] = {}
-    for iv in inner_out:
-        for c in upstream.get(id(iv), set()):
-            counts[c] = counts.get(c, 0) + 1
-    lk.pending = []
-    for iv, ov in zip(inner_out, outer_out, strict=True):
-        if any(counts[c] > 1 for c in upstream.get(id(iv), set())):
-            for n in nodes:
-                if counts.get(id(n), 0) > 1 and id(n.outputs[0]) in env and upstream.get(id(n.outputs[0])):
-                    materialize(n.outputs[0])
-        if id(iv) not in env:
-            raise CompileError("lowering", f"group output %{iv.name} is not computed by the group")
-        t = env[id(iv)]
-        buf = out_bufs[id(iv)]
-        lk.args.append(KernelArg("value", ov.name, buf))
-        lk.outputs.append(ov.name)
-        if id(iv) in written:
-            continue
-        if build:
-            body.append(lw.compute(buf, t.fn))
-        else:
-            lk.pending.append((buf, t))
-    lk.prelude = list(body)
-    lk.lowering = lw
-    if not build:
-        return lk
-    finalize(lk, body)
-    return lk
+            self.env[id(ov)] = t
+            self.upstream[id(ov)] = up
+
+    def outputs(self, build: bool) -> list[Stmt]:
+        """Bind the group outputs (``outN``) and compute each (``build``) or leave it in ``lk.pending``;
+        a complex node feeding more than one group output is materialized once first. The body."""
+        counts: dict[int, int] = {}
+        for iv in self.inner_out:
+            for c in self.upstream.get(id(iv), set()):
+                counts[c] = counts.get(c, 0) + 1
+        self.lk.pending = []
+        for iv, ov in zip(self.inner_out, self.outer_out, strict=True):
+            if any(counts[c] > 1 for c in self.upstream.get(id(iv), set())):
+                for n in self.nodes:
+                    if counts.get(id(n), 0) > 1 and id(n.outputs[0]) in self.env and self.upstream.get(id(n.outputs[0])):
+                        self.materialize(n.outputs[0])
+            if id(iv) not in self.env:
+                raise CompileError("lowering", f"group output %{iv.name} is not computed by the group")
+            t = self.env[id(iv)]
+            buf = self.out_bufs[id(iv)]
+            self.lk.args.append(KernelArg("value", ov.name, buf))
+            self.lk.outputs.append(ov.name)
+            if id(iv) in self.written:
+                continue
+            if build:
+                self.body.append(self.lw.compute(buf, t.fn))
+            else:
+                self.lk.pending.append((buf, t))
+        return self.body
 
 
 def finalize(lk: LoweredKernel, body: list[Stmt]) -> None:
