@@ -71,10 +71,10 @@ class Lowering:
         return (self.fresh(base), extent)
 
     # ---------------------------------------------------------------------------------------
-    def compute(self, out: Buffer, fn: Callable[[list[Var]], Expr], names: str = "i") -> Stmt:
+    def compute(self, out: Buffer, fn: Callable[[list[Expr]], Expr], names: str = "i") -> Stmt:
         """The loop nest that stores ``fn(indices)`` into every element of ``out``."""
         levels = [(self.fresh(names), n) for n in out.shape]
-        idx = [v for v, _ in levels]
+        idx: list[Expr] = [v for v, _ in levels]
         self.out_loops.append([(v.name, n) for v, n in levels])
         value = fn(idx)
         levels = _reduction_order(value, levels)

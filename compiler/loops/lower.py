@@ -14,6 +14,7 @@ An op without a lowering raises ``CompileError(stage="lowering")`` naming the no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_text,
 )
 from .compute import Lowering
-from .ir import Buffer, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
+from .ir import Buffer, Expr, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
 from .registry import LOWERINGS, LowerCtx, is_complex
 from .sequential import SEQUENTIAL
 from .tensor import Tensor, from_buffer
@@ -72,6 +73,11 @@ class LoweredKernel:
     prelude: list[Any] = field(default_factory=list)
     lowering: Any = None
     nodes: list[Any] = field(default_factory=list)
+
+
+def _constant(value: Expr) -> Callable[[list[Expr]], Expr]:
+    """The index function of a tensor whose every element is ``value``."""
+    return lambda idx: value
 
 
 def _static(v: Value) -> tuple[str, tuple[int, ...]]:
@@ -153,7 +159,7 @@ class _GroupLowering:
             data = np.asarray(outer.const)
             if data.size == 1 and data.dtype.kind in "fiu":
                 scalar = Float(float(data.reshape(-1)[0]), dt) if dt in ("f32", "f64") else Int(int(data.reshape(-1)[0]), dt)
-                self.env[id(inner)] = Tensor(shape, dt, lambda i, s=scalar: s, data)
+                self.env[id(inner)] = Tensor(shape, dt, _constant(scalar), data)
                 return
             buf = Buffer(f"c{len(self.lk.args)}", dt, shape, "const")
             self.lk.args.append(KernelArg("const", outer.name, buf, data))

@@ -167,7 +167,7 @@ def _batchnorm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tens
     eps = float(node.attr("epsilon", 1e-5))
     for t, nm in ((s, "scale"), (b, "B"), (m, "mean"), (v, "var")):
         const_input(node, t, nm)
-    sc = s.const / np.sqrt(v.const.astype(np.float64) + eps)  # type: ignore[union-attr, operator]
+    sc = s.const / np.sqrt(v.const.astype(np.float64) + eps)  # type: ignore[union-attr, operator, attr-defined]
     sh = b.const - m.const * sc  # type: ignore[union-attr, operator]
     st = ctx.const_tensor(np.asarray(sc, np.float32).reshape(-1), f"{node.label}_scale")
     bt = ctx.const_tensor(np.asarray(sh, np.float32).reshape(-1), f"{node.label}_shift")

@@ -235,7 +235,7 @@ def _roi_align(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tens
         taps, weights = [], []
         for v, n_, t in ((y, h_n, ty), (xx, w_n, tx)):
             v = emax(v, f(0.0))
-            low = Cast("i64", call("floor", v))
+            low: Expr = Cast("i64", call("floor", v))
             at_end = Bin(">=", low, Int(n_ - 1))
             low = select(at_end, Int(n_ - 1), low)
             v = select(at_end, Cast(dt, low), v)

@@ -163,8 +163,8 @@ def _irfft(ctx: LowerCtx, node: Node, x: Tensor, ax: int, out: tuple[int, ...], 
         src = select(mirrored, sub(Int(n_out), k), k)
         src = emin(emax(src, 0), n_half - 1)
         base = i[:ax] + [src] + i[ax + 1:-1]
-        xr = Cast("f64", x[base + [Int(0)]])
-        xi = Cast("f64", x[base + [Int(1)]]) if x.shape[-1] == 2 else Float(0.0, "f64")
+        xr: Expr = Cast("f64", x[base + [Int(0)]])
+        xi: Expr = Cast("f64", x[base + [Int(1)]]) if x.shape[-1] == 2 else Float(0.0, "f64")
         xi = select(mirrored, sub(Float(0.0, "f64"), xi), xi)
         kn = Bin("%", mul(k, i[ax]), Int(n_out))
         total = red("sum", [rk], sub(mul(xr, cos_t[[kn]]), mul(xi, sin_t[[kn]])))
@@ -272,8 +272,8 @@ def _stft(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         rn = ctx.lowering.axis("rs", flen)
         n = rn[0]
         pos = add(mul(i[1], step), n)
-        xr = Cast("f64", x[[i[0], pos, Int(0)]])
-        xi = Cast("f64", x[[i[0], pos, Int(1)]]) if complex_in else Float(0.0, "f64")
+        xr: Expr = Cast("f64", x[[i[0], pos, Int(0)]])
+        xi: Expr = Cast("f64", x[[i[0], pos, Int(1)]]) if complex_in else Float(0.0, "f64")
         if win is not None:
             wv = Cast("f64", win[[n]])
             xr, xi = mul(xr, wv), mul(xi, wv)

@@ -89,7 +89,7 @@ def _binary(op: str):  # type: ignore[no-untyped-def]
             fa, fb = f32(sub(i32(ab[i]), za)), f32(sub(i32(bb[i]), zb))
             cs = f32(scalar_at(c_s))
             if op == "add":  # as DequantizeLinear -> Add -> QuantizeLinear in float32: ((a-za)as + (b-zb)bs) / cs
-                v = Bin("/", add(rounded_mul(fa, f32(scalar_at(a_s))), rounded_mul(fb, f32(scalar_at(b_s)))), cs)
+                v: Expr = Bin("/", add(rounded_mul(fa, f32(scalar_at(a_s))), rounded_mul(fb, f32(scalar_at(b_s)))), cs)
             else:  # QLinearMul: (a - za)(b - zb) * (as * bs / cs)
                 v = mul(mul(fa, fb), multiplier(scalar_at(a_s), scalar_at(b_s), scalar_at(c_s)))
             return requantize_float(v, scalar_at(c_zp, default=zero), dt)

@@ -173,7 +173,7 @@ def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
 
     def fn(i: list[Expr]) -> Expr:
         s = _param_at(ctx, node, scale, x, i)
-        q = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
+        q: Expr = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
         if zp is not None:
             q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
         return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
