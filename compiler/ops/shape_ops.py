@@ -16,6 +16,7 @@ from onnx import TensorProto
 
 from ..ir import TensorType
 from ..ir.types import Dim
+from .indices import check_indices
 from .registry import InferContext, broadcast, mul_dims, op
 
 I64 = TensorProto.INT64
@@ -213,11 +214,15 @@ def infer_slice(ctx: InferContext) -> list[TensorType]:
 def infer_gather(ctx: InferContext) -> list[TensorType]:
     x, idx = ctx.shape(0), ctx.shape(1)
     axis = ctx.axis(int(ctx.attr("axis", 0)), len(x))
+    check_indices(ctx, 1, [x[axis]], axis)
     return [ctx.type(0).with_shape([*x[:axis], *idx, *x[axis + 1:]])]
 
 
 @op("GatherElements", kind="injective")
 def infer_gather_elements(ctx: InferContext) -> list[TensorType]:
+    x = ctx.shape(0)
+    axis = ctx.axis(int(ctx.attr("axis", 0)), len(x))
+    check_indices(ctx, 1, [x[axis]], axis)
     return [ctx.type(0).with_shape(ctx.shape(1))]
 
 
@@ -228,11 +233,20 @@ def infer_gather_nd(ctx: InferContext) -> list[TensorType]:
     last = idx[-1]
     if not isinstance(last, int):
         return [ctx.type(0).with_shape(None)]
+    check_indices(ctx, 1, list(x[b:b + last]), b)
     return [ctx.type(0).with_shape([*idx[:-1], *x[b + last:]])]
 
 
 @op("ScatterND", "ScatterElements", "Scatter", kind="opaque")
 def infer_scatter(ctx: InferContext) -> list[TensorType]:
+    x = ctx.shape(0)
+    if ctx.node.op_type == "ScatterND":
+        last = ctx.shape(1)[-1] if ctx.rank(1) else None
+        if isinstance(last, int):
+            check_indices(ctx, 1, list(x[:last]), 0)
+    else:
+        axis = ctx.axis(int(ctx.attr("axis", 0)), len(x))
+        check_indices(ctx, 1, [x[axis]], axis)
     return [ctx.type(0)]
 
 
