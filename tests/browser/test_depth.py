@@ -298,3 +298,38 @@ def test_a_diff_reads_well(stack, page, tmp_path):
     assert "prism.fused_group" in marked.inner_text()
     assert marked.is_visible()
     shot(page, "depth-10-diff")
+
+
+def test_time_on_the_graph(stack, page, tmp_path):
+    from browserkit import graph_label_defects
+
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    comp = stack.compile(model["id"], pipeline="O2", input_shapes={"x": [1, 3, 64, 64]})
+    stack.wait_finished(comp["id"])
+    with stack.http() as c:
+        events = c.get(f"/api/compilations/{comp['id']}/events").json()["events"]
+    us = {e["kernel"]: e["median_us"] for e in events if e["type"] == "kernel.timed"}
+    total = sum(us.values())
+    page.goto(f"{stack.url}/c/{comp['id']}/graph")
+    page.wait_for_selector(".graph-svg .cluster[data-heat]", timeout=120_000)
+    clusters = page.evaluate("""() => [...document.querySelectorAll('.graph-svg .cluster')].map(c => ({
+        kernel: c.querySelector('.cluster-label').textContent, heat: c.dataset.heat,
+        fill: c.querySelector('rect').getAttribute('fill'), time: c.querySelector('.cluster-time').textContent }))""")
+    bands = {b: page.evaluate(f"() => getComputedStyle(document.querySelector(\"[data-band='{b}'] .swatch\")).backgroundColor")
+             for b in ("≥ 20%", "10–20%", "5–10%", "1–5%", "< 1%")}
+    assert {c["kernel"] for c in clusters} == set(us)
+    for c in clusters:  # the band of its share of the timed kernels' sum, and its time and share in words
+        share = us[c["kernel"]] / total
+        want = "≥ 20%" if share >= 0.2 else "10–20%" if share >= 0.1 else "5–10%" if share >= 0.05 else "1–5%" if share >= 0.01 else "< 1%"
+        assert c["heat"] == want, (c, share)
+        assert re.fullmatch(r"[\d.]+ (µs|ms) · [\d.]+%", c["time"]), c
+        assert abs(float(c["time"].split("· ")[1].rstrip("%")) - 100 * share) < 0.6
+    assert page.locator(".graph-legend [data-band]").count() == 5 and len(set(bands.values())) == 5
+    assert "2 of 2 kernels timed" in page.inner_text(".graph-legend")
+    defects = graph_label_defects(page)
+    assert defects["overlapping"] == 0 and not defects["cut"], defects
+    shot(page, "depth-11-graph-heat")
+    page.uncheck(".graph-heat")
+    assert page.locator(".graph-legend [data-band]").count() == 0
+    assert page.locator(".graph-svg .cluster[data-heat]").count() == 0  # the group colours again
+    assert page.evaluate("() => document.querySelector('.graph-svg .cluster rect').getAttribute('fill')") != clusters[0]["fill"]

@@ -79,12 +79,12 @@ export const EDGE_LABEL_OPTIONS: Record<string, string> = { "elk.edgeLabels.inli
 
 /**
  * A cluster's options: its name centred at the top, inside (ELK reserves the room above the ops),
- * and side padding `side` px. ELK ignores a minimum size on a cluster laid out with its parent
+ * room at the bottom for its kernel's time (render.ts paintTimes), and side padding `side` px. ELK ignores a minimum size on a cluster laid out with its parent
  * (INCLUDE_CHILDREN), so the padding is what makes a cluster as wide as its name.
  */
 function clusterOptions(side: number): Record<string, string> {
   return {
-    "elk.padding": `[top=6,left=${side},bottom=8,right=${side}]`,
+    "elk.padding": `[top=6,left=${side},bottom=15,right=${side}]`,
     "elk.nodeLabels.placement": "[H_CENTER, V_TOP, INSIDE]",
   };
 }

@@ -8,6 +8,7 @@ import { fmtShape, fmtUs } from "../format";
 import type { FusedGroup, FusedNode } from "../events";
 import { fmtDb, type NodePrecision } from "../precision";
 import { edgeLabelText, groupColour, groupStroke, type BuiltGraph } from "./build";
+import { heatBand, heatInk, timeShares, UNTIMED_COLOUR } from "./heat";
 
 export interface DrawInput {
   laid: ElkNode;
@@ -30,6 +31,12 @@ export interface Drawing {
   /** A readable start: the whole graph if it fits at 50% or more, else its top at 60-100%. */
   home(): void;
   zoomBy(f: number): void;
+  /**
+   * Shows each kernel's time (µs and share of the timed total) on its cluster, and with `heat`
+   * paints the clusters by their share (heat.ts bands; untimed ones grey), else in group colours.
+   * Called again as `kernel.timed` events arrive: in place, no new layout.
+   */
+  paintTimes(kernelUs: ReadonlyMap<string, number>, heat: boolean): void;
 }
 
 /**
@@ -80,6 +87,8 @@ export function draw(input: DrawInput): Drawing {
   };
   const boxes = new Map<string, SVGGElement>();
   const centres = new Map<string, { x: number; y: number }>();
+  /** Per kernel: its cluster's (or group box's) rect, its group index, and the text that shows its time. */
+  const paintable = new Map<string, { rect: SVGElement; index: number; time: SVGElement; base: string }>();
 
   const box = (n: ElkNode, cls: string, fill: string, stroke: string, line1: string, line2: string, tip: string) => {
     const x = n.x ?? 0;
@@ -119,6 +128,11 @@ export function draw(input: DrawInput): Drawing {
           e.stopPropagation();
           input.onSelect(c.id);
         });
+        if (info) {
+          const time = svg("text", { x: (c.x ?? 0) + (c.width ?? 0) - 4, y: (c.y ?? 0) + (c.height ?? 0) - 3, class: "cluster-time" }, "");
+          rect.appendChild(time);
+          paintable.set(info.group.kernel, { rect: rect.querySelector("rect") as SVGElement, index: i, time, base: "" });
+        }
         clusterLayer.appendChild(rect);
         boxes.set(c.id, rect);
         centres.set(c.id, { x: (c.x ?? 0) + (c.width ?? 0) / 2, y: (c.y ?? 0) + (c.height ?? 0) / 2 });
@@ -129,6 +143,8 @@ export function draw(input: DrawInput): Drawing {
         const ops = info ? info.group.nodes.map((id) => nodes.get(id)?.op_type ?? "?").join("+") : "";
         const kernel = info?.group.kernel ?? c.id;
         box(c, "group", groupColour(i), groupStroke(i), kernel, `${ops}${timeOf(kernel)}`, `${kernel}${info ? ` (${info.group.kind}, ${info.group.nodes.length} ops: ${ops})` : ""}${timeOf(kernel)}`);
+        const g = boxes.get(c.id);
+        if (g) paintable.set(kernel, { rect: g.querySelector("rect") as SVGElement, index: i, time: g.querySelector(".gnode-name") as SVGElement, base: ops });
       } else {
         const fn = nodes.get(c.id);
         const p = input.precision?.get(c.id);
@@ -197,6 +213,20 @@ export function draw(input: DrawInput): Drawing {
   let selected: string | null = null;
   return {
     svg: root,
+    paintTimes(kernelUs, heat) {
+      const shares = timeShares(kernelUs);
+      for (const [kernel, p] of paintable) {
+        const us = kernelUs.get(kernel);
+        const share = shares.get(kernel);
+        const band = heatBand(share);
+        p.rect.setAttribute("fill", heat ? (band?.colour ?? UNTIMED_COLOUR) : groupColour(p.index));
+        p.rect.closest("g")?.classList.toggle("heat-dark", heat && heatInk(band) === "#fff");
+        const text = us === undefined ? "" : `${fmtUs(us)} · ${(100 * (share ?? 0)).toFixed(share !== undefined && share < 0.1 ? 1 : 0)}%`;
+        p.time.textContent = p.base ? (text ? `${p.base} · ${text}` : p.base) : text;
+        if (band && heat) p.rect.closest("g")?.setAttribute("data-heat", band.label);
+        else p.rect.closest("g")?.removeAttribute("data-heat");
+      }
+    },
     select(id) {
       if (selected) boxes.get(selected)?.classList.remove("selected");
       selected = id;

@@ -10,6 +10,7 @@ import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { controlBlock } from "../graph/control";
 import { draw, type Drawing } from "../graph/render";
+import { HEAT_BANDS, UNTIMED_COLOUR } from "../graph/heat";
 import { CONVERT_COLOUR, FP32_COLOUR, INT8_UNMEASURED, nodePrecisions, opPrecision, SQNR_BANDS } from "../precision";
 import { linkTo, navigate } from "../router";
 import type { FusedGroup, FusedNode, GraphFused } from "../events";
@@ -48,6 +49,14 @@ function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }>
   });
 }
 
+/** The legend of the heat map: the share bands (heat.ts), and how many groups are timed. */
+export function heatLegend(timed: number, groups: number): HTMLElement[] {
+  return [h("span", { class: "muted" }, "share of kernel time: "),
+    ...HEAT_BANDS.map((b) => h("span", { class: "legend-item", dataset: { band: b.label } }, h("span", { class: "swatch heat", style: { background: b.colour } }), b.label)),
+    h("span", { class: "legend-item" }, h("span", { class: "swatch heat", style: { background: UNTIMED_COLOUR } }), "not timed"),
+    h("span", { class: "muted" }, ` · ${timed} of ${groups} kernels timed`)];
+}
+
 /** The legend of the precision colouring: the SQNR bands of the reduced-precision nodes (``dtype``: int8,
  * bf16 or fp16), unmeasured ones, Q/DQ (int8 only), fp32. */
 export function precisionLegend(dtype = "int8"): HTMLElement[] {
@@ -67,9 +76,10 @@ export function graphPane(): Pane {
   const names = h("datalist", { id: "graph-node-names" });
   const canvas = h("div", { class: "graph-canvas" });
   const side = h("aside", { class: "graph-side" });
-  const legend = h("div", { class: "graph-legend", "aria-label": "Precision legend" });
+  const legend = h("div", { class: "graph-legend", "aria-label": "Legend" });
+  const heat = h("input", { type: "checkbox", class: "graph-heat", checked: true });
   const el = h("section", { class: "graph", "aria-label": "Fusion graph" },
-    h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), fitBtn, zin, zout, find, names, status),
+    h("div", { class: "graph-controls" }, h("label", null, collapse, " one box per fused group"), h("label", { title: "colour each fused group by its share of the model's kernel time" }, heat, " colour by time"), fitBtn, zin, zout, find, names, status),
     legend, h("div", { class: "graph-main" }, canvas, side));
   let ctx: PaneContext | null = null;
   let fusion: GraphFused | undefined;
@@ -86,6 +96,23 @@ export function graphPane(): Pane {
   const findNode = (name: string): FusedNode | undefined => byName.get(name) ?? nodes.get(name);
   const boxFor = (n: FusedNode): string => (collapse.checked && n.group && groups.has(n.group) ? `g:${n.group}` : n.id);
 
+  let precision: ReturnType<typeof nodePrecisions> | undefined;
+  let paintedKernels: unknown = null;
+  const timedKernels = () => {
+    const out = new Map<string, number>();
+    for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) out.set(k.name, k.timed.median_us);
+    return out;
+  };
+  /** Kernel times and the heat map on the drawn graph, and the legend of what is painted. */
+  const paint = () => {
+    paintedKernels = ctx?.state.kernels ?? null;
+    const kernelUs = timedKernels();
+    drawing?.paintTimes(kernelUs, heat.checked && kernelUs.size > 0);
+    replace(legend, ...(heat.checked && kernelUs.size ? heatLegend(kernelUs.size, groups.size) : []),
+      ...(precision ? precisionLegend(ctx?.state.accuracy?.dtype ?? "int8") : []));
+  };
+  heat.addEventListener("change", paint);
+
   let generation = 0;
   const layout = async () => {
     if (!fusion) return;
@@ -98,12 +125,11 @@ export function graphPane(): Pane {
     try {
       const { graph } = await layoutInWorker(built.root);
       if (mine !== generation) return; // a newer layout (other graph or grouping) was asked for
-      const kernelUs = new Map<string, number>();
-      for (const k of ctx?.state.kernels.values() ?? []) if (k.timed) kernelUs.set(k.name, k.timed.median_us);
-      const precision = ctx?.state.accuracy || f.nodes.some((n) => opPrecision(n.op_type) === "int8")
+      const kernelUs = timedKernels();
+      precision = ctx?.state.accuracy || f.nodes.some((n) => opPrecision(n.op_type) === "int8")
         ? nodePrecisions(f.nodes, ctx?.state.accuracy) : undefined;
-      replace(legend, ...(precision ? precisionLegend(ctx?.state.accuracy?.dtype ?? "int8") : []));
       drawing = draw({ laid: graph, built, nodes, groups, kernelUs, precision, onSelect: select });
+      paint();
       replace(canvas, drawing.svg);
       markCommented();
       drawing.home();
@@ -229,6 +255,7 @@ export function graphPane(): Pane {
         void layout();
         return;
       }
+      if (drawing && c.state.kernels !== paintedKernels) paint(); // kernel.timed arrived: repaint in place
       if (c.review !== lastReview) {
         lastReview = c.review;
         shownNode = undefined; // counts changed: redraw the side panel and the badges
