@@ -11,6 +11,7 @@ import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { controlBlock } from "../graph/control";
 import { draw, type Drawing } from "../graph/render";
 import { HEAT_BANDS, UNTIMED_COLOUR } from "../graph/heat";
+import { nodeOperands, valueTypes } from "../irtypes";
 import { CONVERT_COLOUR, FP32_COLOUR, INT8_UNMEASURED, nodePrecisions, opPrecision, SQNR_BANDS } from "../precision";
 import { linkTo, navigate } from "../router";
 import type { FusedGroup, FusedNode, GraphFused } from "../events";
@@ -47,6 +48,22 @@ function layoutInWorker(graph: ElkNode): Promise<{ graph: ElkNode; ms: number }>
     w.addEventListener("message", onMsg);
     w.postMessage({ id, graph });
   });
+}
+
+/**
+ * Every input of a node from its IR line's operands, each with its type and, for a constant, the
+ * word "constant" (weights, biases); the fusion graph's edges only where there is no IR line.
+ */
+function inputsList(ir: string, irLine: string, ins: GraphFused["edges"]): HTMLElement | null {
+  const operands = irLine ? nodeOperands(irLine) : [];
+  if (!operands.length) {
+    return ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", { class: "node-inputs" }, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null;
+  }
+  const types = valueTypes(ir);
+  return h("div", null, h("h4", null, `inputs (${operands.length})`), h("ul", { class: "node-inputs" }, ...operands.map((o) => {
+    const t = types.get(o);
+    return h("li", { dataset: { input: o } }, h("code", null, o), ` ${t?.type ?? "?"}`, t?.constant ? h("span", { class: "muted" }, " constant") : null);
+  })));
 }
 
 /** The legend of the heat map: the share bands (heat.ts), and how many groups are timed. */
@@ -210,7 +227,7 @@ export function graphPane(): Pane {
       controlBlock(id, n) ?? (g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group")),
       attrs.length ? h("h4", null, "attributes") : null,
       attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, v)))))) : null,
-      ins.length ? h("div", null, h("h4", null, "inputs"), h("ul", null, ...ins.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
+      inputsList(ir, irLine, ins),
       outs.length ? h("div", null, h("h4", null, "outputs"), h("ul", null, ...outs.map((e) => h("li", null, h("code", null, e.value), ` ${e.dtype}${fmtShape(e.shape)}`)))) : null,
       line !== null
         ? h("div", null, h("h4", null, "IR line ", linkTo(h("a", null, `(pass ${lastPass}, line ${line})`), { page: "compilation", id, view: "pass", pass: lastPass, diff: false, line })), h("pre", { class: "ir-line" }, irLine.trim()))
