@@ -160,18 +160,13 @@ def test_a_queue_failure_reads_as_one(stack, page, tmp_path):
     shot(page, "depth-06-queue-failure")
 
 
-def _runtime_if(path: Path) -> Path:
-    """An `If` whose condition is computed from the input: the compiler refuses it at import."""
-    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8])  # noqa: E731
-    then_g = helper.make_graph([helper.make_node("Relu", ["r"], ["t"], name="then_relu")], "then", [], [vi("t")])
-    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"], name="else_neg")], "else", [], [vi("e")])
-    zero = numpy_helper.from_array(np.array(0, np.float32), "zero")
+def _random_op(path: Path) -> Path:
+    """Relu then RandomNormalLike: the passes run, then lowering refuses the random op, naming it."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
-             helper.make_node("ReduceSum", ["r"], ["s"], name="sum_0", keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
-             helper.make_node("If", ["c"], ["y"], name="decided_at_run_time", then_branch=then_g, else_branch=else_g)]
-    model = helper.make_model(helper.make_graph(nodes, "fails", [vi("x")], [vi("y")], initializer=[zero]),
-                              opset_imports=[helper.make_opsetid("", 17)])
+             helper.make_node("RandomNormalLike", ["r"], ["y"], name="odd_one")]
+    graph = helper.make_graph(nodes, "fails", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
     return path
@@ -209,13 +204,13 @@ def test_downloads_open_with_their_own_loaders(stack, page, tmp_path):
     href = page.get_attribute(".ir-pane .ir-download", "href")
     assert re.fullmatch(rf"/api/compilations/{comp['id']}/artifacts/pass-\d+-fuse-ops\.onnx", href), href
 
-    failing = stack.upload(_runtime_if(tmp_path / "runtime-if.onnx"))
+    failing = stack.upload(_random_op(tmp_path / "random-op.onnx"))
     bad = stack.compile(failing["id"], pipeline="O2", cache=False)
     page.goto(f"{stack.url}/c/{bad['id']}")
     page.wait_for_selector(".failure:not([hidden]) .repro-link", timeout=300_000)
     zf = zipfile.ZipFile(_download(page, ".failure .repro-link", tmp_path / "repro.zip"))
     assert zf.read("command.txt").decode().startswith("python -m compiler compile model.onnx")
-    assert [n.name for n in onnx.load_from_string(zf.read("model.onnx")).graph.node] == ["decided_at_run_time"]
+    assert [n.name for n in onnx.load_from_string(zf.read("model.onnx")).graph.node] == ["odd_one"]
     assert page.locator(".downloads li[data-missing='module.o']").count() == 1  # says why there is none
     shot(page, "depth-08-reproducer")
 

@@ -63,18 +63,13 @@ def _conv_pool(path: Path) -> Path:
     return path
 
 
-def _if_model(path: Path) -> Path:
-    """Valid ONNX with an `If` whose condition is computed from the input: refused at import (an If
-    decided at run time is not compiled)."""
-    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8])  # noqa: E731
-    then_g = helper.make_graph([helper.make_node("Relu", ["r"], ["t"], name="then_relu")], "then", [], [vi("t")])
-    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"], name="else_neg")], "else", [], [vi("e")])
-    zero = onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")
+def _random_model(path: Path) -> Path:
+    """Relu then RandomNormalLike on x[1, 8]: the passes run, then lowering refuses the random op
+    (no lowering: its values are not reproducible), naming the node."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu_0"),
-             helper.make_node("ReduceSum", ["r"], ["s"], name="sum_0", keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
-             helper.make_node("If", ["c"], ["y"], name="late_failure", then_branch=then_g, else_branch=else_g)]
-    graph = helper.make_graph(nodes, "fails", [vi("x")], [vi("y")], initializer=[zero])
+             helper.make_node("RandomNormalLike", ["r"], ["y"], name="odd_one")]
+    graph = helper.make_graph(nodes, "fails", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -153,16 +148,21 @@ def test_every_listed_artifact_opens_with_its_own_loader(client, var_dir, tmp_pa
 
 @pytest.mark.django_db
 def test_what_a_compilation_lacks_is_a_404_with_the_reason(client, var_dir, tmp_path):
-    failed = _compiled(_if_model(tmp_path / "fails.onnx"))
-    assert failed.status == "failed" and failed.error["stage"] == "import"
+    failed = _compiled(_random_model(tmp_path / "fails.onnx"))
+    assert failed.status == "failed" and failed.error["stage"] == "lowering" and failed.error["node"] == "odd_one"
     listing = client.get(f"/api/compilations/{failed.id}/artifacts").json()
-    assert "import" in listing["missing"]["module.o"] and "module.so" in listing["missing"]
-    assert [a["name"] for a in listing["artifacts"]] == ["reproducer.zip", "report.json", "trace.json"]  # no pass ran
+    assert "lowering" in listing["missing"]["module.o"] and "module.so" in listing["missing"]
+    assert "kernels.zip" in listing["missing"]
+    names = [a["name"] for a in listing["artifacts"]]
+    assert names[:3] == ["reproducer.zip", "report.json", "trace.json"]
+    passes = [n for n in names if n.startswith("pass-")]
+    assert len(passes) >= 9  # what came before the failure is kept
+    onnx.checker.check_model(onnx.load_from_string(_get(client, failed, passes[-1]).content))
     r = _get(client, failed, "module.o")
-    assert r.status_code == 404 and "failed during import" in r.json()["error"] and r.json()["artifact"] == "module.o"
-    assert _get(client, failed, "pass-0-fold-qdq.onnx").status_code == 404
+    assert r.status_code == 404 and "failed during lowering" in r.json()["error"] and r.json()["artifact"] == "module.o"
+    assert _get(client, failed, "kernels.zip").status_code == 404
     assert _get(client, failed, "no-such-thing.bin").json()["error"] == "this compilation has no artifact 'no-such-thing.bin'"
-    assert _get(client, failed, "report.json").json()["error"]["node"] == "late_failure"  # the report is there
+    assert _get(client, failed, "report.json").json()["error"]["node"] == "odd_one"  # the report is there
 
     cross = _compiled(_relu_sigmoid(tmp_path / "cross.onnx"), target="aarch64")
     assert cross.status == "succeeded", cross.error
@@ -261,7 +261,7 @@ def test_the_traces_are_chrome_trace_event_json(client, var_dir, tmp_path):
 
 @pytest.mark.django_db
 def test_a_failed_compilations_reproducer_fails_the_same_way(client, var_dir, tmp_path):
-    comp = _compiled(_if_model(tmp_path / "fails.onnx"))
+    comp = _compiled(_random_model(tmp_path / "fails.onnx"))
     error = comp.error
     listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
     assert listing["artifacts"][0]["name"] == "reproducer.zip"
@@ -273,7 +273,7 @@ def test_a_failed_compilations_reproducer_fails_the_same_way(client, var_dir, tm
     assert command.startswith("python -m compiler compile model.onnx --target host --pipeline ")
     cut = onnx.load(work / "model.onnx")
     onnx.checker.check_model(cut)
-    assert [n.name for n in cut.graph.node] == ["late_failure"]  # the failing node alone
+    assert [n.name for n in cut.graph.node] == ["odd_one"]  # the failing node alone
     argv = shlex.split(command)
     proc = subprocess.run([sys.executable, *argv[1:]], cwd=work, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
