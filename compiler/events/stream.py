@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .schema import EVENTS
-from .validate import EventSchemaError, check_struct
+from .validate import EventSchemaError, check_struct, matches
 
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -33,7 +33,9 @@ def check_payload(type: str, payload: dict[str, Any]) -> None:
     reserved = set(RESERVED_KEYS) & payload.keys()
     if reserved:
         raise EventSchemaError(f"{type}: the payload may not set {sorted(reserved)}")
-    check_struct(payload, cls, type)
+    if not matches(payload, cls):
+        check_struct(payload, cls, type)  # names the path; raises
+        raise EventSchemaError(f"{type}: the payload does not match the schema")  # the two passes disagree
 
 
 class EventStream:

@@ -5,14 +5,19 @@ schema does not declare, every value of its declared type. Numbers: an ``int`` f
 numpy integers (not bools); a ``float`` field takes any real number (NaN and infinities included: the
 service turns them into null). The first mismatch raises :class:`EventSchemaError` with its path
 (``pass.finished.remarks[2].nodes[0]``).
+
+Two passes: :func:`matches` runs a predicate compiled once per annotation (closures, no paths: a
+large ``graph.fused`` payload checks in about a millisecond); only when it fails does
+:func:`check_struct` walk the value again to name the path and the mismatch.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .spec import KeysOf, OneOf, fields, is_open, is_struct, strip
@@ -94,6 +99,95 @@ def _check_scalar(value: Any, tp: Any, meta: tuple[Any, ...], path: str) -> None
     one_of = next((m for m in meta if isinstance(m, OneOf)), None)
     if one_of is not None and value not in one_of.values:
         raise EventSchemaError(f"{path}: {value!r} is not one of {list(one_of.values)}")
+
+
+Predicate = Callable[[Any], bool]
+
+_NONE = type(None)
+# the builtin types a union of scalars accepts as they are (bool is no int here, so it is never listed
+# for an int or float member)
+_EXACT: dict[frozenset[Any], frozenset[type]] = {
+    frozenset({int, str, _NONE}): frozenset({int, str, _NONE}),
+    frozenset({int, float}): frozenset({int, float}),
+    frozenset({int, float, _NONE}): frozenset({int, float, _NONE}),
+    frozenset({bool, _NONE}): frozenset({bool, _NONE}),
+    frozenset({str, _NONE}): frozenset({str, _NONE}),
+}
+
+
+def matches(value: Any, cls: type) -> bool:
+    """Whether ``value`` matches the struct ``cls`` (the fast pass; :func:`check_struct` explains a miss)."""
+    return _compiled(cls, ())(value)
+
+
+@functools.cache
+def _compiled(tp: Any, meta: tuple[Any, ...]) -> Predicate:
+    tp, more = strip(tp)
+    meta = meta + more
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return lambda v: True
+    if origin in (typing.Union, types.UnionType):
+        options = [_compiled(a, meta) for a in typing.get_args(tp)]
+        exact = _EXACT.get(frozenset(typing.get_args(tp))) if not any(isinstance(m, OneOf) for m in meta) else None
+        if exact is not None:  # a union of plain scalars (Dim, Number | None): one type lookup first
+            return lambda v: type(v) in exact or any(o(v) for o in options)
+        return lambda v: any(o(v) for o in options)
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        return lambda v: not isinstance(v, bool) and v in allowed
+    if is_struct(tp):
+        return _compiled_struct(tp)
+    if origin is list:
+        item = _compiled(typing.get_args(tp)[0], ())
+        return lambda v: isinstance(v, (list, tuple)) and all(item(x) for x in v)
+    if origin is dict:
+        value = _compiled(typing.get_args(tp)[1], ())
+        keys = next((m for m in meta if isinstance(m, KeysOf)), None)
+        allowed_keys = keys.values if keys is not None else None
+        return lambda v: (type(v) is dict or isinstance(v, Mapping)) and all(
+            isinstance(k, str) and (allowed_keys is None or k in allowed_keys) and value(x) for k, x in v.items())
+    one_of = next((m for m in meta if isinstance(m, OneOf)), None)
+    scalar = _scalar(tp)
+    if one_of is not None:
+        return lambda v: scalar(v) and v in one_of.values
+    return scalar
+
+
+def _scalar(tp: Any) -> Predicate:
+    if tp is None or tp is type(None):
+        return lambda v: v is None
+    if tp is bool:
+        return lambda v: isinstance(v, bool)
+    # exact builtin types first: the numbers ABCs (numpy scalars) are slow to ask
+    if tp is int:
+        return lambda v: type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+    if tp is float:
+        return lambda v: type(v) in (float, int) or (isinstance(v, numbers.Real) and not isinstance(v, bool))
+    if tp is str:
+        return lambda v: type(v) is str or isinstance(v, str)
+    raise TypeError(f"the schema uses {tp!r}, which the validator does not know")
+
+
+def _compiled_struct(cls: type) -> Predicate:
+    declared = fields(cls)
+    required = [f.name for f in declared if f.required]
+    checks = {f.name: _compiled(f.type, f.meta) for f in declared}
+    open_ = is_open(cls)
+
+    def check(v: Any) -> bool:
+        if not (type(v) is dict or isinstance(v, Mapping)) or any(name not in v for name in required):
+            return False
+        for k, x in v.items():
+            c = checks.get(k)
+            if c is None:
+                if not open_:
+                    return False
+            elif not c(x):
+                return False
+        return True
+
+    return check
 
 
 def check_struct(value: Any, cls: type, path: str) -> None:
