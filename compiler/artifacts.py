@@ -3,7 +3,8 @@ graph after a pass, by running the same request again up to that pass.
 
 - :func:`report_from_events`: the CLI's ``--json`` report (DESIGN.md "Command line") from the events;
 - :func:`model_after_pass`: the graph IR after pass ``index`` exported to ONNX (fused groups as model-local
-  functions, ``compiler.export``), checked by ``onnx.checker``;
+  functions, ``compiler.export``), checked by ``onnx.checker``; after an ONNX-level pass, the ONNX model
+  that pass left (:func:`onnx_model_after`);
 - :func:`module_object`: one ELF object for the target with every kernel, from the kernels' optimized
   LLVM IR (``kernel.compiled``) linked into one LLVM module and emitted by the target's machine;
 - :func:`shared_object`: that object linked into a shared library by the host's C compiler driver
@@ -61,41 +62,103 @@ def report_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def pipeline_passes(pipeline: str) -> list[str]:
-    """The pass entries of expanded pipeline text, each as printed (``fuse-ops{max-group-size=32}``)."""
+    """The pass entries of expanded pipeline text, each as printed (``fuse-ops{max-group-size=32}``),
+    a fixed-point group's passes once each."""
     from .passes.pipeline import parse_pipeline  # the pass registry: only when asked
 
-    return [spec.text() for spec in parse_pipeline(pipeline).passes]
+    return [spec.text() for spec in parse_pipeline(pipeline).specs()]
 
 
-def truncate_pipeline(pipeline: str, count: int) -> str:
-    """The first ``count`` passes of ``pipeline`` (expanded text) as pipeline text."""
-    return ",".join(pipeline_passes(pipeline)[:count])
+def run_levels(model: Any, *, target: str, pipeline: str, input_shapes: Mapping[str, Sequence[int]] | None = None,
+               input_values: Mapping[str, Any] | None = None) -> list[str]:
+    """The level of each ONNX-level pass run of ``pipeline`` on ``model`` (``["onnx", ...]``), found by
+    running its model passes (a fixed-point group runs as many rounds as the model needs); for a
+    caller without the compilation's events."""
+    from . import api
+    from .passes.pipeline import parse_pipeline
+
+    onnx_part = parse_pipeline(pipeline).level("onnx").text()
+    result = api.compile(model, target=target, pipeline=onnx_part, input_shapes=input_shapes, input_values=input_values,
+                         verify=False, benchmark=False, backend=False)
+    return ["onnx" for e in result.of_type("pass.finished") if e.get("level") == "onnx"]
 
 
 def model_after_pass(model: Any, *, target: str, pipeline: str, index: int,
                      input_shapes: Mapping[str, Sequence[int]] | None = None,
-                     calibration_data: Any = None) -> onnx.ModelProto:
-    """The graph after pass ``index`` (0-based) of ``pipeline`` as an ONNX model that
-    ``onnx.checker.check_model`` accepts (fused groups as ``prism`` functions).
+                     calibration_data: Any = None, levels: Sequence[str] | None = None) -> onnx.ModelProto:
+    """The graph after pass run ``index`` (0-based, as the events number them) of ``pipeline`` as an
+    ONNX model that ``onnx.checker.check_model`` accepts (fused groups as ``prism`` functions).
 
-    Runs the same request (model, target, input shapes, the pipeline truncated after that pass)
-    without a back end. Raises ArtifactUnavailable for an index outside the pipeline or a request
-    that fails before that pass ends."""
-    passes = pipeline_passes(pipeline)
-    if not 0 <= index < len(passes):
-        raise ArtifactUnavailable(f"the pipeline has {len(passes)} passes; there is no pass {index}")
+    ``levels``: each pass run's level (``onnx``/``graph``) from the compilation's events (else found
+    by :func:`run_levels`). Runs the same request (model, target, input shapes, the pipeline cut after
+    that pass: ``compiler.passes.pipeline.cut_after_run``) without a back end. Raises
+    ArtifactUnavailable for an index outside the pipeline, for an ONNX-level pass (it rewrites the
+    ONNX model before the graph IR exists: its ONNX text is that pass's snapshot), or for a request
+    that fails before that pass ends. For an ONNX-level pass run it is the model that pass left
+    (:func:`onnx_model_after`)."""
     from . import api
     from .export import check_export
+    from .passes.pipeline import cut_after_run
 
-    result = api.compile(model, target=target, pipeline=",".join(passes[: index + 1]), input_shapes=input_shapes,
+    levels = list(levels) if levels is not None else run_levels(model, target=target, pipeline=pipeline,
+                                                               input_shapes=input_shapes)
+    k = sum(1 for x in levels if x == "onnx")
+    total = k + len(pipeline_passes(pipeline)) - sum(1 for _ in _onnx_specs(pipeline))
+    if not 0 <= index < max(total, len(levels)):
+        raise ArtifactUnavailable(f"the pipeline has {max(total, len(levels))} pass runs; there is no pass {index}")
+    if index < k:
+        return onnx_model_after(model, pipeline=pipeline, index=index, input_shapes=input_shapes)
+    result = api.compile(model, target=target, pipeline=cut_after_run(pipeline, index, levels), input_shapes=input_shapes,
                          verify=False, benchmark=False, backend=False, calibration_data=calibration_data)
     if result.error is not None or result.graph is None:
         msg = (result.error or {}).get("message", "no graph")
-        raise ArtifactUnavailable(f"the compilation did not get past pass {index} ({passes[index]}): {msg}")
+        raise ArtifactUnavailable(f"the compilation did not get past pass {index}: {msg}")
     try:
         return check_export(result.graph)
     except onnx.checker.ValidationError as exc:
         raise ArtifactUnavailable(f"the graph after pass {index} does not export to valid ONNX: {exc}") from None
+
+
+class _Stop(Exception):
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+
+
+def onnx_model_after(model: Any, *, pipeline: str, index: int,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None) -> onnx.ModelProto:
+    """The ONNX model as model pass run ``index`` (0-based; one of the ONNX-level runs) of ``pipeline``
+    left it: the model read, its input shapes bound, the model passes run by the pass manager with an
+    instrument that stops after that run. Raises ArtifactUnavailable when the passes end (or fail)
+    before it."""
+    # deferred as this module's other compiler imports: the driver and the pass registry load only when asked
+    from .driver.prepare import upgrade_opset, with_input_shapes
+    from .driver.request import model_bytes, resolve_model
+    from .frontend import read_model
+    from .passes import PassContext
+    from .passes.instruments import PassInstrument, PassRun
+    from .passes.manager import PassManager
+    from .passes.pipeline import parse_pipeline
+
+    class StopAfter(PassInstrument):
+        def run_after_pass(self, run: PassRun) -> None:
+            if run.index == index:
+                raise _Stop(run.ir)  # type: ignore[arg-type]
+
+    proto, _ = read_model(model_bytes(resolve_model(model))[0])
+    proto = with_input_shapes(upgrade_opset(proto), input_shapes)
+    try:
+        PassManager(PassContext(input_shapes=input_shapes), [StopAfter()]).run_model(proto, parse_pipeline(pipeline))
+    except _Stop as stop:
+        return stop.model
+    except CompileError as exc:
+        raise ArtifactUnavailable(f"the model passes did not get past pass {index}: {exc.message}") from None
+    raise ArtifactUnavailable(f"the model passes of this pipeline end before pass {index}")
+
+
+def _onnx_specs(pipeline: str) -> Iterable[Any]:
+    from .passes.pipeline import parse_pipeline
+
+    return parse_pipeline(pipeline).level("onnx").specs()
 
 
 def _compiled(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -49,8 +49,9 @@ def _safe(name: str) -> str:
 
 def _emit_files(emit_dir: Path, report: dict[str, Any], events: list[dict[str, Any]]) -> None:
     emit_dir.mkdir(parents=True, exist_ok=True)
-    for p in report["passes"]:
-        (emit_dir / f"{p['index']:02d}-{_safe(p['name'])}.ir").write_text(p["ir"] + "\n")
+    for p in report["passes"]:  # a model pass's snapshot is ONNX text (onnx.printer), a graph pass's the graph IR
+        suffix = ".onnx.txt" if p.get("level") == "onnx" else ".ir"
+        (emit_dir / f"{p['index']:02d}-{_safe(p['name'])}{suffix}").write_text(p["ir"] + "\n")
     for e in events:
         k = _safe(str(e.get("kernel", "")))
         if e["type"] == "kernel.lowered" and e.get("loop_ir"):
@@ -74,8 +75,10 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
             print(f"storage: {note}")
     elif t == "pass.finished":
         s = e["stats"]
+        counts = f"onnx nodes {s.get('nodes')}, initializers {s.get('initializers')}" if e.get("level") == "onnx" \
+            else f"nodes {s.get('nodes')}, groups {s.get('groups')}"
         print(f"[{e['index']:2d}] {e['name']:<34} {e['duration_ms']:9.1f} ms  "
-              f"{'changed' if e['changed'] else 'unchanged':<9}  nodes {s.get('nodes')}, groups {s.get('groups')}, "
+              f"{'changed' if e['changed'] else 'unchanged':<9}  {counts}, "
               f"constants {_mib(s.get('constant_bytes'))}, remarks {len(e['remarks'])}")
         if args.remarks:
             for r in e["remarks"]:

@@ -22,8 +22,9 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from .artifacts import pipeline_passes
+from .artifacts import run_levels
 from .driver.prepare import with_input_shapes
+from .passes.pipeline import cut_after_run
 
 EARLY_STAGES = ("request", "shape", "import", "passes")  # fail before the back end: --no-backend
 
@@ -89,15 +90,23 @@ def _same_failure(error: Mapping[str, Any] | None, failure: Mapping[str, Any]) -
 def reproducer_zip(model: bytes, *, failure: Mapping[str, Any], target: str, pipeline: str, failed_pass: int | None,
                    input_shapes: Mapping[str, Sequence[int]] | None = None,
                    input_values: Mapping[str, Sequence[Any]] | None = None,
-                   options: Mapping[str, Any] | None = None) -> bytes:
+                   options: Mapping[str, Any] | None = None, levels: Sequence[str] | None = None) -> bytes:
     """The reproducer of a failed compilation as zip bytes (see the module docstring).
 
     ``model``: the ONNX bytes compiled; ``failure``: its ``compile.failed`` payload; ``failed_pass``:
-    the 0-based index of the pass that failed (None when no pass did); ``pipeline``: expanded text."""
+    the 0-based index of the pass run that failed (None when no pass did); ``pipeline``: expanded
+    text; ``levels``: each pass run's level from the events (``compiler.passes.pipeline.cut_after_run``;
+    the ONNX-level runs are counted by running them when not given)."""
     from . import api
 
-    passes = pipeline_passes(pipeline)
-    truncated = ",".join(passes[: failed_pass + 1]) if failed_pass is not None else ",".join(passes)
+    if failed_pass is None:
+        truncated = pipeline
+    else:
+        if levels is None:
+            levels = run_levels(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
+                                input_values=input_values)
+        truncated = cut_after_run(pipeline, failed_pass, levels)
+    failed_name = str(failure.get("pass") or "")
     stage = str(failure.get("stage") or "")
     opts = dict(options or {})
     data, shapes, cut = model, input_shapes, False
@@ -117,7 +126,7 @@ def reproducer_zip(model: bytes, *, failure: Mapping[str, Any], target: str, pip
         f"Reproducer of a Prism compilation that failed during {stage}{where}:", f"  {failure.get('message', '')}", "",
         ("model.onnx is the failing node alone (its inputs as graph inputs), which fails the same way."
          if cut else "model.onnx is the model as it was compiled."),
-        f"The pipeline is cut after the failing pass ({passes[failed_pass]})." if failed_pass is not None
+        f"The pipeline is cut after the failing pass ({failed_name})." if failed_pass is not None
         else "The pipeline is the compilation's own.", "", "Run from this directory, with Prism installed:", f"  {command}",
         "It exits with status 2 and prints the error on stderr.", ""])
     buf = io.BytesIO()

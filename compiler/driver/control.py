@@ -28,8 +28,8 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
 from ..errors import CompileError
 from ..events import EventStream
 from ..frontend.input_values import input_uses, value_inputs
+from ..frontend.value_types import value_types
 from ..runtime.control import ControlProgram, Part, Step
-from .frontend import value_types
 from .stages import run_stages
 from .state import Compilation
 

@@ -1,37 +1,28 @@
-"""The driver's ``onnx-passes`` stage: ONNX-level rewrites on the ``ModelProto`` before the graph IR.
+"""The driver's ``onnx-passes`` stage: the pipeline's model passes on the ``ModelProto`` before the
+graph IR exists.
 
-Models below opset 7 are upgraded (:func:`upgrade_opset`), the request's input shapes are written
-into the graph inputs (:func:`with_input_shapes`), then, repeated while anything changes (bodies may
-hold more): statically resolvable If/Loop/Scan are inlined or unrolled
-(``compiler.frontend.control_flow``), sequence and optional values resolved into tensors
-(``compiler.frontend.sequences``), LSTM/GRU/RNN unrolled (``compiler.frontend.unroll_rnn``) and
-function ops without a lowering expanded (``compiler.frontend.expand``).
+Models below opset 7 are upgraded (:func:`upgrade_opset`) and the request's input shapes are written
+into the graph inputs (:func:`with_input_shapes`); then the pass manager (``compiler.passes.manager``,
+the same instruments as the graph passes: events, ONNX-text snapshots, verifier, timing) runs the
+pipeline's level-``onnx`` passes (by default ``compiler.passes.pipeline.ONNX_PASSES``: resolve
+sequences, inline control flow, unroll RNNs and expand function ops to a fixed point, then
+legalize narrow types and bound data-dependent outputs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import onnx
 from onnx import ModelProto, numpy_helper
 
 from ..errors import CompileError
-from ..frontend.control_flow import resolve_control_flow
-from ..frontend.expand import expand_functions
 from ..frontend.sequence_io import output_layout
-from ..frontend.sequences import resolve_sequences
-from ..frontend.unroll_rnn import unroll_rnns
-from ..loops.lower import LOWERINGS
+from ..passes import Artifacts, PassContext
+from ..passes.instruments import VerifierInstrument, default_instruments
+from ..passes.manager import PassManager
+from ..passes.pipeline import ONNX_PASSES, PassGroup, Pipeline, parse_pipeline
 from .state import Compilation
-
-NO_EXPAND = {"Constant", "If", "Loop", "Scan", "Range"}  # folded, or run as control flow
-
-
-def has_lowering(node: Any) -> bool:
-    """True when ``node`` (a NodeProto) is compiled as it is: it has a lowering, is a control-flow or
-    folded op, or is of another domain; else its function body (if any) replaces it."""
-    return node.domain not in ("", "ai.onnx") or node.op_type in LOWERINGS or node.op_type in NO_EXPAND
 
 
 def upgrade_opset(proto: ModelProto, minimum: int = 7) -> ModelProto:
@@ -89,31 +80,46 @@ def with_input_shapes(proto: ModelProto, input_shapes: Mapping[str, Sequence[int
     return out
 
 
-def prepare_model(proto: ModelProto, input_shapes: Mapping[str, Sequence[int]] | None) -> ModelProto:
-    """The ONNX-level preparation before import (see the module docstring; a new ModelProto, ``proto``
-    is not modified). A model without any of these comes back equivalent. Raises
+def _split(pipeline: Pipeline) -> tuple[Pipeline, Pipeline]:
+    """The model passes before the first that changes the model's interface (graph input/output
+    types or count: ``changes_interface``), and the rest."""
+    items = pipeline.level("onnx").passes
+    specs = [list(i.passes) if isinstance(i, PassGroup) else [i] for i in items]
+    k = next((j for j, ss in enumerate(specs) if any(getattr(s.cls, "changes_interface", False) for s in ss)),
+             len(items))
+    return Pipeline(items[:k]), Pipeline(items[k:])
+
+
+def prepare_model(proto: ModelProto, input_shapes: Mapping[str, Sequence[int]] | None,
+                  pipeline: str = ONNX_PASSES) -> ModelProto:
+    """``proto`` upgraded, its input shapes bound and the model passes of ``pipeline`` run that keep
+    its interface (control flow, sequences, RNNs, function ops: the model ONNX Runtime runs as the
+    reference), with no events. A new ModelProto; ``proto`` is not modified. Raises
     CompileError(stage="import") naming the node that cannot be prepared."""
-    proto = upgrade_opset(proto)
-    proto = with_input_shapes(proto, input_shapes)
-    for _ in range(8):  # each step returns its input object when it has nothing to do
-        before = proto
-        try:
-            proto = unroll_rnns(resolve_control_flow(resolve_sequences(proto)))
-        except ValueError as e:
-            raise CompileError("import", str(e)) from None
-        proto = expand_functions(proto, keep=has_lowering)
-        if proto is before:
-            break
-    return resolve_sequences(proto, final=True)
+    proto = with_input_shapes(upgrade_opset(proto), input_shapes)
+    keep, _ = _split(parse_pipeline(pipeline))
+    pm = PassManager(PassContext(input_shapes=input_shapes), [VerifierInstrument()])
+    return pm.run_model(proto, keep)
 
 
 def run_onnx_passes(comp: Compilation) -> None:
-    """Stage ``onnx-passes``: ``comp.reference`` (the model prepared, which ONNX Runtime runs: narrow
-    types and all), ``comp.proto`` (the legalized model prepared, or the reference), its graph
-    outputs (``comp.flat_outputs``) and sequence-output layout (``comp.sequence_layout``)."""
-    assert comp.proto is not None
-    shapes = comp.request.input_shapes
-    comp.reference = prepare_model(comp.proto, shapes)
-    comp.proto = prepare_model(comp.legal, shapes) if comp.legal is not None else comp.reference
-    comp.flat_outputs = [o.name for o in comp.proto.graph.output]
-    comp.sequence_layout = output_layout(comp.proto)
+    """Stage ``onnx-passes``: the pipeline's model passes under ``comp.passes`` (the compilation's
+    pass manager, created here with the default instruments). Sets ``comp.reference`` (the model
+    after the passes that keep its interface, which ONNX Runtime runs: narrow types and all),
+    ``comp.proto`` (after all of them: legalized, outputs bounded), ``comp.unbounded`` (before
+    bound-outputs), ``comp.trims``, its graph outputs before bounding (``comp.flat_outputs``) and
+    sequence-output layout (``comp.sequence_layout``). An If/Loop/Scan left (decided at run time) is
+    the ``control-flow`` stage's (``compiler.driver.control``)."""
+    assert comp.proto is not None and comp.pipeline is not None
+    req = comp.request
+    ctx = PassContext(target=req.target, input_shapes=req.input_shapes,
+                      artifacts=Artifacts(calibration_data=req.calibration_data))
+    comp.ctx = ctx
+    comp.passes = PassManager(ctx, default_instruments(comp.events))
+    keep, change = _split(comp.pipeline)
+    comp.reference = comp.passes.run_model(with_input_shapes(upgrade_opset(comp.proto), req.input_shapes), keep)
+    comp.proto = comp.passes.run_model(comp.reference, change)
+    comp.unbounded = ctx.artifacts.unbounded or comp.proto
+    comp.trims = list(ctx.artifacts.trims)
+    comp.flat_outputs = [o.name for o in comp.unbounded.graph.output]
+    comp.sequence_layout = output_layout(comp.unbounded)

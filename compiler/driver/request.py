@@ -1,8 +1,8 @@
 """The driver's first two stages: ``request`` (target and pipeline) and ``read`` (the model).
 
 ``read`` parses the model (bytes, a path, a ``ModelProto`` or a sample name), checks its opset,
-describes its inputs and outputs, notes its narrow storage types (legalizing it: see
-:func:`legalize_model`) and emits ``compile.started``.
+describes its inputs and outputs, notes its narrow storage types (``legalize-narrow-types``
+legalizes it; see :func:`legalize_model`) and emits ``compile.started``.
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ def legalize_model(model: ModelProto) -> tuple[ModelProto, dict[str, Any]]:
 
 def read(comp: Compilation) -> None:
     """Stage ``read``: ``comp.proto``, ``comp.model`` (the ``compile.started`` model payload), and for
-    a model with narrow element types ``comp.legal`` and ``comp.storage`` (:func:`legalize_model`).
-    Inputs bound to values (``request.input_values``) become initializers of ``comp.proto``
-    (``compiler.frontend.input_values``; listed in the model payload's ``input_values``) and leave
-    ``request.input_shapes``. Emits ``compile.started``. Raises CompileError(stage="import") for a model that cannot be read or
+    a model with narrow element types ``comp.storage`` (its storage types, as :func:`legalize_model`
+    describes them; the ``legalize-narrow-types`` pass rewrites the model and its remark counts the
+    rounding steps). Inputs bound to values (``request.input_values``) become initializers of
+    ``comp.proto`` (``compiler.frontend.input_values``; listed in the model payload's ``input_values``)
+    and leave ``request.input_shapes``. Emits ``compile.started``. Raises CompileError(stage="import") for a model that cannot be read or
     whose opset is outside 7..latest (below 7 is accepted with ``request.upgrade_opset``)."""
     req = comp.request
     src, sha = model_bytes(resolve_model(req.model))
@@ -103,8 +104,9 @@ def read(comp: Compilation) -> None:
         shapes = {k: v for k, v in (req.input_shapes or {}).items() if k not in comp.input_values}
         comp.request = req = dataclasses.replace(req, input_shapes=shapes or None)
     comp.proto = proto
-    if uses_narrow_types(proto):  # narrow storage, wider compute (compiler.frontend.narrow_types)
-        comp.legal, comp.storage = legalize_model(proto)
+    if uses_narrow_types(proto):  # narrow storage, wider compute: the legalize-narrow-types pass
+        io = storage_io(proto)
+        comp.storage = {"io": io, "summary": describe_storage(io, 0)}
         comp.model["storage"] = comp.storage["summary"]
     assert comp.pipeline is not None
     comp.events.emit("compile.started", model=comp.model, target=req.target, pipeline=comp.pipeline.text(),

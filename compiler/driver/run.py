@@ -27,7 +27,7 @@ def memory_plan(graph: Graph, ctx: Any = None) -> MemoryPlan:
     """The ``plan-memory`` result of ``graph`` (from the pass context's artifacts or the graph's
     metadata), or, when the pipeline had no ``plan-memory``, one placed now from the graph's liveness
     (``compiler.passes.plan_memory``)."""
-    plan = getattr(ctx, "artifacts", {}).get("memory_plan") or graph.metadata.get("memory_plan")
+    plan = (ctx.artifacts.memory_plan if ctx is not None else None) or graph.metadata.get("memory_plan")
     if plan is None:
         plan = place(liveness(graph)[0])
     return plan
@@ -60,9 +60,9 @@ def run(comp: Compilation) -> None:
     storage = comp.storage["io"] if comp.storage is not None else None
     from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
 
-    arts = comp.ctx.artifacts if comp.ctx is not None else {}
-    qdq = arts.get("qdq_model")  # a quantize pass ran (int8)
-    reduced = arts.get("reduced_model")  # quantize{dtype=bf16|fp16}: Cast to the format and back before each layer
+    arts = comp.ctx.artifacts if comp.ctx is not None else None
+    qdq = arts.qdq_model if arts is not None else None  # a quantize pass ran (int8)
+    reduced = arts.reduced_model if arts is not None else None  # quantize{dtype=bf16|fp16}: Cast pairs per layer
     reference = qdq if qdq is not None else reduced if reduced is not None else comp.reference
     timing = {"onnxruntime_ms": comp.reference.SerializeToString(), "onnxruntime_int8_ms": qdq.SerializeToString()} \
         if qdq is not None else None
@@ -92,9 +92,9 @@ def run(comp: Compilation) -> None:
             int8 = {"precision": "int8", "onnxruntime_int8_ms": round(i8, 4) if i8 else None,
                     "ratio_int8": round(res["prism_ms"] / i8, 4) if i8 else None}
         elif reduced is not None:  # ORT has no bf16/fp16 Conv on CPU: timed against FP32 only
-            int8 = {"precision": arts["accuracy"]["dtype"]}
+            int8 = {"precision": (arts.accuracy or {}).get("dtype") if arts is not None else None}
         if int8 and ort_ms and res["prism_ms"] > ort_ms:
-            int8["notes"] = [f"Prism {int8['precision'].upper()} ({res['prism_ms']:.3g} ms) is slower than ONNX "
+            int8["notes"] = [f"Prism {str(int8['precision']).upper()} ({res['prism_ms']:.3g} ms) is slower than ONNX "
                              f"Runtime FP32 ({ort_ms:.3g} ms) on this model"]
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,

@@ -16,6 +16,7 @@ from ..events import EventStream
 from ..frontend import ModelSource
 from ..ir import Graph
 from ..passes import PassContext
+from ..passes.manager import PassManager
 from ..passes.pipeline import Pipeline
 from ..targets import Target
 
@@ -88,21 +89,21 @@ class Compilation:
     # read
     model: dict[str, Any] | None = None  # the compile.started ``model`` payload
     proto: ModelProto | None = None  # the model as read (then as each later stage leaves it)
-    legal: ModelProto | None = None  # the legalized model, for narrow element types
     storage: dict[str, Any] | None = None  # {"io": {"inputs", "outputs"}, "summary"}: narrow storage types
     input_values: dict[str, Any] = field(default_factory=dict)  # {input: array}: inputs bound to values
-    # onnx-passes
+    # onnx-passes (the pass manager and context serve the graph passes too)
+    passes: PassManager | None = None
+    ctx: PassContext | None = None
     reference: ModelProto | None = None  # the model ONNX Runtime runs to verify and --check-passes
+    unbounded: ModelProto | None = None  # comp.proto before bound-outputs
+    trims: list[tuple[int, str, int]] = field(default_factory=list)  # bounded outputs (bound-outputs)
     flat_outputs: list[str] = field(default_factory=list)  # graph outputs before bounding
     sequence_layout: dict[str, Any] = field(default_factory=dict)  # compiler.frontend.sequence_io
     # control-flow
     control: list[dict[str, Any]] | None = None  # run-time If/Loop/Scan decisions (compiler.driver.control)
     # import, specialize
     graph: Graph | None = None
-    unbounded: ModelProto | None = None  # comp.proto before its outputs were bounded
-    trims: list[tuple[int, str, int]] = field(default_factory=list)  # bounded outputs
     # passes
-    ctx: PassContext | None = None
     checks: list[dict[str, Any]] = field(default_factory=list)  # --check-passes records
     # lowering, codegen, link, run
     kernels: list[LoweredKernel] = field(default_factory=list)

@@ -222,10 +222,18 @@ class CompileStarted(TypedDict):
     compiler_version: NotRequired[str]
 
 
+PassLevel = Annotated[Literal["onnx", "graph"], Named(
+    "PassLevel", "The IR a pass rewrites: the ONNX model before import (`onnx`) or the graph IR (`graph`).")]
+PASS_LEVEL_DOC = "Absent in logs from before ONNX-level passes existed: those are all graph passes."
+ITERATION_DOC = "The round of its `fixed-point` group (1-based); absent outside a group."
+
+
 class PassStarted(TypedDict):
-    index: int
+    index: Annotated[int, Doc("The run's position in the whole pipeline (a fixed-point group's passes once per round).")]
     name: str
     options: PassOptions
+    level: NotRequired[Annotated[PassLevel, Doc(PASS_LEVEL_DOC)]]
+    iteration: NotRequired[Annotated[int, Doc(ITERATION_DOC)]]
 
 
 class PassFinished(TypedDict):
@@ -234,9 +242,12 @@ class PassFinished(TypedDict):
     options: PassOptions
     duration_ms: Number
     changed: bool
-    ir: Annotated[str, Doc("Printed graph IR after the pass (one node a line).")]
+    ir: Annotated[str, Doc("Printed IR after the pass: the graph IR (one node a line), or for `level: \"onnx\"` the "
+                           "ONNX model as `onnx.printer` writes it (large tensors' data left out).")]
     stats: PassStats
     remarks: list[Remark]
+    level: NotRequired[Annotated[PassLevel, Doc(PASS_LEVEL_DOC)]]
+    iteration: NotRequired[Annotated[int, Doc(ITERATION_DOC)]]
 
 
 class GraphFused(TypedDict):

@@ -274,6 +274,33 @@ def _scan8(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Nod
     return nodes
 
 
+def scan_plan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]], max_steps: int = MAX_UNROLL_STEPS
+              ) -> int | str:
+    """Whether a Scan unrolls: its step count (Scan-8: batch rows times time steps), or the reason
+    it stays a Scan (words): a Scan-9+ of more than ``max_steps`` steps runs at run time."""
+    m = int(_attr(node, "num_scan_inputs"))
+    if ctx.opset < 9:
+        if node.input[0]:
+            return "it is a Scan-8 with sequence_lens (per-row lengths are data)"
+        scans = list(node.input[1:])[len(node.input) - 1 - m:]
+        if not scans or any(s not in shapes for s in scans):
+            return "a scan input has no static shape"
+        return int(shapes[scans[0]][0]) * int(shapes[scans[0]][1])
+    n_state = len(node.input) - m
+    scans = list(node.input[n_state:])
+    missing = [s for s in scans if s not in shapes]
+    if missing:
+        return f"scan input %{missing[0]} has no static shape"
+    in_axes = list(_attr(node, "scan_input_axes", [0] * m))
+    lengths = {shapes[s][a % len(shapes[s])] for s, a in zip(scans, in_axes, strict=True)}
+    if len(lengths) != 1:
+        return f"its scan inputs have different lengths {sorted(lengths)}"
+    steps = int(lengths.pop())
+    if steps > max_steps:
+        return f"its {steps} steps are over the unroll limit {max_steps} (the runtime runs it)"
+    return steps
+
+
 def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
     if ctx.opset < 9:
         return _scan8(ctx, node, shapes)
@@ -311,20 +338,22 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
     return nodes
 
 
-def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: list[NodeProto]) -> list[NodeProto] | None:
+def loop_plan(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: list[NodeProto],
+              max_trip_count: int = MAX_UNROLL_STEPS) -> tuple[int, bool] | str:
+    """Whether a Loop unrolls: ``(steps, always)`` (``always``: the body's condition is its input and
+    starts true, so no step needs a ``Where`` guard), or the reason it stays a Loop (words)."""
     body: GraphProto = _attr(node, "body")
     trip = node.input[0] if len(node.input) > 0 else ""
     cond = node.input[1] if len(node.input) > 1 else ""
     if not trip:
-        return None
+        return "it has no trip count M (it runs until its condition is false, which depends on the data)"
     mv = _constant_value(ctx, trip, all_nodes, consts)
     if mv is None:
-        return None
+        return f"its trip count %{trip} is not a compile-time constant"
     steps = int(mv.reshape(-1)[0])
-    if steps > MAX_UNROLL_STEPS:
-        return None
-    carried = list(node.input[2:])
-    n_c = len(carried)
+    if steps > max_trip_count:
+        return f"its trip count {steps} is over the unroll limit {max_trip_count} (the runtime runs it)"
+    n_c = len(node.input) - 2
     k = len(body.output) - 1 - n_c
     cond_in, cond_out = body.input[1].name, body.output[0].name
     passthrough = cond_out == cond_in or any(n.op_type == "Identity" and list(n.input) == [cond_in] and
@@ -332,7 +361,21 @@ def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: 
     cv = _constant_value(ctx, cond, all_nodes, consts) if cond else np.array(True)
     always = passthrough and cv is not None and bool(cv.reshape(-1)[0])
     if not always and k:
-        return None
+        return (f"it may stop early (its condition is not constant true) and has {k} scan output(s), whose "
+                "length would depend on the data")
+    return max(steps, 0), always
+
+
+def unroll_loop(ctx: _Ctx, node: NodeProto, steps: int, always: bool) -> list[NodeProto] | None:
+    """The nodes of a Loop unrolled ``steps`` times (:func:`loop_plan`); with ``always`` False the
+    loop-carried values are guarded with ``Where(cond, new, old)``. None: a scan output of a loop
+    that runs zero times (its shape is unknown)."""
+    body: GraphProto = _attr(node, "body")
+    cond = node.input[1] if len(node.input) > 1 else ""
+    carried = list(node.input[2:])
+    n_c = len(carried)
+    k = len(body.output) - 1 - n_c
+    cond_in = body.input[1].name
     nodes: list[NodeProto] = []
     cur_cond = cond or ctx.const(np.array(True))
     state = carried
@@ -371,49 +414,3 @@ def _loop(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes: 
             empty = np.zeros([0, *dims], helper.tensor_dtype_to_np_dtype(vi.elem_type))
             nodes.append(helper.make_node("Identity", [ctx.const(empty, "loop_empty")], [o]))
     return nodes
-
-
-def resolve_control_flow(model: ModelProto, max_rounds: int = 8) -> ModelProto:
-    """A copy of ``model`` with every statically resolvable top-level If/Loop/Scan inlined or
-    unrolled (see the module docstring); nested ones are handled as they reach the top level."""
-    if not any(n.op_type in CONTROL for n in model.graph.node):
-        return model
-    out = ModelProto()
-    out.CopyFrom(model)
-    ctx = _Ctx(out)
-    for _ in range(max_rounds):
-        ctx.model, ctx.inits, ctx.shapes = out, [], None
-        consts = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
-        for n in out.graph.node:
-            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-                consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-        if any(n.op_type == "Scan" for n in out.graph.node):
-            ctx.shapes = _shape_of(out)
-        shapes = ctx.shapes or {}
-        all_nodes = list(out.graph.node)
-        new_nodes: list[NodeProto] = []
-        changed = False
-        for n in all_nodes:
-            rep = None
-            if n.op_type == "If" and n.domain in ("", "ai.onnx"):
-                cv = _constant_value(ctx, n.input[0], all_nodes, consts)
-                if cv is not None:
-                    branch = _attr(n, "then_branch" if bool(cv.reshape(-1)[0]) else "else_branch")
-                    body_nodes, outs = inline_body(ctx, branch, {})
-                    rep = body_nodes + [helper.make_node("Identity", [s], [d]) for s, d in zip(outs, n.output,
-                                                                                          strict=True) if d]
-            elif n.op_type == "Scan" and n.domain in ("", "ai.onnx"):
-                rep = _scan(ctx, n, shapes)
-            elif n.op_type == "Loop" and n.domain in ("", "ai.onnx"):
-                rep = _loop(ctx, n, consts, all_nodes)
-            if rep is None:
-                new_nodes.append(n)
-            else:
-                new_nodes.extend(rep)
-                changed = True
-        if not changed:
-            break
-        del out.graph.node[:]
-        out.graph.node.extend(new_nodes)
-        out.graph.initializer.extend(ctx.inits)
-    return out

@@ -16,6 +16,7 @@ tests use (``onnx.backend.test.case.node.function_expand_helper``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import onnx
 from onnx import FunctionProto, ModelProto, NodeProto, TypeProto
@@ -67,6 +68,13 @@ def function_body(node: NodeProto, opset: int, types: dict[str, TypeProto]) -> F
     return None
 
 
+def _versions(node: NodeProto, opset: int) -> list[int]:
+    """The function versions of ``node``'s schema not newer than ``opset``."""
+    schema: Any = onnx.defs.get_schema(node.op_type, opset, domain=node.domain)  # OpSchema: untyped C++ binding
+    return [v for v in [*schema.function_opset_versions, *schema.context_dependent_function_opset_versions]
+            if v <= opset]
+
+
 def _add_defaults(node: NodeProto, schema: object) -> None:
     have = {a.name for a in node.attribute}
     for name, attr in schema.attributes.items():  # type: ignore[attr-defined]
@@ -74,10 +82,13 @@ def _add_defaults(node: NodeProto, schema: object) -> None:
             node.attribute.extend([attr.default_value])
 
 
-def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_rounds: int = 6) -> ModelProto:
+def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_rounds: int = 6,
+                     decisions: list[dict[str, Any]] | None = None) -> ModelProto:
     """A copy of ``model`` with every top-level node that ``keep`` rejects and whose op has a
     function body replaced by that body (see the module docstring); ``model`` itself when every
-    node is kept. ``model`` is not modified."""
+    node is kept. ``model`` is not modified. Appends to ``decisions`` per node ``keep`` rejects:
+    ``{"node", "op", "expanded": bool, "new_nodes": body nodes, "round", "function_opset"}`` (expanded)
+    or ``{"node", "op", "expanded": False, "reason"}`` (no function body for the model's opset)."""
     from onnx.backend.test.case.node import function_expand_helper
 
     if all(keep(n) for n in model.graph.node):
@@ -96,6 +107,10 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
             opset = _opset(out, node.domain or "")
             fp = function_body(node, opset, types) if i in todo and opset is not None else None
             if fp is None:
+                if i in todo and decisions is not None:
+                    decisions.append({"node": node.name or node.op_type, "op": node.op_type, "expanded": False,
+                                      "reason": f"{node.op_type} has no lowering and no function body at opset "
+                                                f"{opset} of domain {node.domain or 'ai.onnx'!r}"})
                 new_nodes.append(node)
                 continue
             full = NodeProto()
@@ -103,7 +118,12 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
             schema = onnx.defs.get_schema(node.op_type, opset, domain=node.domain)
             _add_defaults(full, schema)
             prefix = f"{node.name or node.op_type}_x{rnd}_{i}_"
-            new_nodes.extend(function_expand_helper(full, fp, prefix))
+            body = function_expand_helper(full, fp, prefix)
+            new_nodes.extend(body)
+            if decisions is not None:
+                decisions.append({"node": node.name or node.op_type, "op": node.op_type, "expanded": True,
+                                  "new_nodes": len(body), "round": rnd + 1,
+                                  "function_opset": max(_versions(node, opset or 0), default=opset)})
             for imp in fp.opset_import:
                 if _opset(out, imp.domain or "") is None:
                     out.opset_import.extend([imp])

@@ -257,13 +257,14 @@ def _flatten_outputs(r: _Resolver, outputs: list[onnx.ValueInfoProto]
     return new, nodes, layout
 
 
-def resolve_sequences(model: ModelProto, *, final: bool = False) -> ModelProto:
+def resolve_sequences(model: ModelProto, *, final: bool = False, kept: dict[str, str] | None = None) -> ModelProto:
     """A copy of ``model`` with its sequence and optional values resolved into tensors (see the
     module docstring); ``model`` itself when there is nothing to do.
 
     Raises CompileError(stage="import") naming the node for an invalid use (a position out of
     range, an empty sequence read, an absent optional's element) and, with ``final=True``, for a
-    sequence or optional still left (its reason, e.g. a position not known at compile time)."""
+    sequence or optional still left (its reason, e.g. a position not known at compile time).
+    ``kept`` receives ``{node label: why it stays}`` for the sequence nodes left in place."""
     if not needs_resolution(model):
         return model
     needed: set[str] = set()
@@ -276,6 +277,8 @@ def resolve_sequences(model: ModelProto, *, final: bool = False) -> ModelProto:
         needed = r.needed
     outputs, out_nodes, layout = _flatten_outputs(r, list(model.graph.output))
     nodes += out_nodes
+    if kept is not None:
+        kept.update(r.kept)
     if final:
         _check_resolved(r, nodes, outputs, model)
     if not layout and _sig(nodes) == _sig(model.graph.node):

@@ -17,6 +17,8 @@ import error naming the node).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
@@ -226,10 +228,24 @@ def _unroll(node: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.
     return b.nodes, b.inits
 
 
-def unroll_rnns(model: ModelProto) -> ModelProto:
+def describe(node: NodeProto, shapes: dict[str, list[int]]) -> dict[str, Any]:
+    """The numbers of one unrolled recurrent node: ``steps`` (sequence length), ``directions``
+    (1 or 2), ``direction``, ``hidden_size``, ``batch``, ``gates`` (``GATES``)."""
+    layout = int(_attr(node, "layout", 0))
+    xs = shapes[node.input[0]]
+    direction = _attr(node, "direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+    hidden = int(_attr(node, "hidden_size", 0)) or shapes[node.input[2]][-1]  # type: ignore[call-overload]
+    return {"steps": int(xs[0] if layout == 0 else xs[1]), "batch": int(xs[1] if layout == 0 else xs[0]),
+            "directions": 2 if direction == "bidirectional" else 1, "direction": direction,
+            "hidden_size": int(hidden), "gates": GATES[node.op_type]}
+
+
+def unroll_rnns(model: ModelProto, decisions: list[dict[str, Any]] | None = None) -> ModelProto:
     """A copy of ``model`` with every top-level LSTM/GRU/RNN node unrolled (see module docstring).
     A node whose X, W or R shape is not static is left as it is; raises ValueError naming the node
-    for an unsupported attribute."""
+    for an unsupported attribute. Appends to ``decisions``, per recurrent node, ``{"node", "op",
+    "unrolled": bool, "reason" (kept), **describe(...)}`` (unrolled)."""
     if not any(n.op_type in GATES and n.domain in ("", "ai.onnx") for n in model.graph.node):
         return model
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -255,16 +271,27 @@ def unroll_rnns(model: ModelProto) -> ModelProto:
     out = ModelProto()
     out.CopyFrom(model)
     nodes: list[NodeProto] = []
+    unrolled = 0
     for n in model.graph.node:
         if n.op_type not in GATES or n.domain not in ("", "ai.onnx"):
             nodes.append(n)
             continue
-        if any(n.input[k] not in shapes for k in (0, 1, 2)):
+        missing = [n.input[k] for k in (0, 1, 2) if n.input[k] not in shapes]
+        if missing:
             nodes.append(n)  # shapes not static (unbound input dims): specialization reports that
+            if decisions is not None:
+                decisions.append({"node": n.name or n.op_type, "op": n.op_type, "unrolled": False,
+                                  "reason": f"input %{missing[0]} has no static shape"})
             continue
         new, inits = _unroll(n, shapes, dtypes, opset)
+        unrolled += 1
+        if decisions is not None:
+            decisions.append({"node": n.name or n.op_type, "op": n.op_type, "unrolled": True, "new_nodes": len(new),
+                              **describe(n, shapes)})
         nodes.extend(new)
         out.graph.initializer.extend(inits)
+    if not unrolled:
+        return model
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out

@@ -1,4 +1,5 @@
-"""Graph passes. Importing this package registers every pass module that exists.
+"""The passes: model passes (level ``onnx``, on the ModelProto before import) and graph passes
+(level ``graph``). Importing this package registers every pass module that exists.
 
 A pass module that is missing or fails to import is recorded in :func:`unavailable_passes` with
 the reason; a pipeline that names it fails with that reason, other pipelines still work.
@@ -11,10 +12,30 @@ import sys
 import threading
 from typing import Any
 
-from .base import REGISTRY, Option, Pass, PassContext, PassResult, Remark, register
+from .base import (
+    REGISTRY,
+    Artifacts,
+    ModelPass,
+    ModelPassResult,
+    Option,
+    Pass,
+    PassBase,
+    PassContext,
+    PassResult,
+    Remark,
+    register,
+)
 
 #: pass name -> module (one pass per module, compiler/passes/<module>.py)
 PASS_MODULES: dict[str, str] = {
+    # level onnx: on the ModelProto, before the graph IR exists
+    "resolve-sequences": "resolve_sequences",
+    "inline-control-flow": "inline_control_flow",
+    "unroll-rnn": "unroll_rnn",
+    "expand-functions": "expand_functions",
+    "legalize-narrow-types": "legalize_narrow_types",
+    "bound-outputs": "bound_outputs",
+    # level graph: on the graph IR
     "fold-qdq": "fold_qdq",
     "fold-constants": "fold_constants",
     "simplify": "simplify",
@@ -81,11 +102,12 @@ def list_passes() -> list[dict[str, Any]]:
         out.append({
             "name": name,
             "doc": doc,
+            "level": cls.level,
             "options": [{"name": o.name, "type": o.type.__name__, "default": o.default, "doc": o.doc}
                         for o in cls.options],
         })
     return out
 
 
-__all__ = ["PASS_MODULES", "REGISTRY", "Option", "Pass", "PassContext", "PassResult", "Remark", "list_passes",
-           "load_passes", "register", "unavailable_passes"]
+__all__ = ["PASS_MODULES", "REGISTRY", "Artifacts", "ModelPass", "ModelPassResult", "Option", "Pass", "PassBase",
+           "PassContext", "PassResult", "Remark", "list_passes", "load_passes", "register", "unavailable_passes"]

@@ -2,16 +2,28 @@
 
 A pass is one class in one file, registered by its kebab-case name with :func:`register`. It
 declares typed options as :class:`Option` s, and its module docstring says what it rewrites, what it
-leaves alone, and why. ``run(graph, ctx)`` returns a :class:`PassResult`: whether the IR changed
-and the :class:`Remark` s it made. Passes never print; the pass manager snapshots, times and verifies.
-Models: onnx-ir's ``PassResult``; MLIR pass options; TVM's ``PassContext``.
+leaves alone, and why. Two kinds, by the IR they rewrite (``level``):
+
+* a graph pass (:class:`Pass`, level ``graph``): ``run(graph, ctx)`` rewrites the graph IR in place
+  and returns a :class:`PassResult`: whether the IR changed and the :class:`Remark` s it made;
+* a model pass (:class:`ModelPass`, level ``onnx``): an ONNX-level rewrite that must run before the
+  graph IR exists (control-flow inlining, RNN unrolling, function expansion ...): ``run(model, ctx)``
+  returns a :class:`ModelPassResult` holding the rewritten ``ModelProto`` (the input itself when
+  nothing changed; the input is never modified).
+
+A pass may return a subclass of its result type carrying typed data (the memory plan, the fusion,
+the bounded outputs); instruments (``compiler.passes.instruments``) turn those into events. Passes
+never print or emit events; the pass manager snapshots, times and verifies around them.
+Models: onnx-ir's ``PassResult(model, modified)``; MLIR pass options; TVM's ``PassContext``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from onnx import ModelProto
 
 from ..ir import Graph
 
@@ -50,6 +62,27 @@ class PassResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class FusionResult(PassResult):
+    """A pass that formed fused groups (fuse-ops): the ``graph.fused`` event follows it."""
+
+
+@dataclass
+class MemoryPlanResult(PassResult):
+    """A pass that planned the arena (plan-memory): ``plan`` (a ``MemoryPlan``, or a dict with
+    its fields); the ``memory.planned`` event follows it."""
+
+    plan: Any = None
+
+
+@dataclass
+class ModelPassResult(PassResult):
+    """What a model pass did: as :class:`PassResult`, plus ``model``, the rewritten ``ModelProto``
+    (the pass's input object itself when ``changed`` is False)."""
+
+    model: ModelProto = field(default_factory=ModelProto)
+
+
 @dataclass(frozen=True)
 class Option:
     """A typed pass option. ``type`` is ``int``, ``float``, ``bool`` or ``str``."""
@@ -81,26 +114,59 @@ class Option:
 
 
 @dataclass
+class Artifacts:
+    """What passes leave for the stages after them (typed; each field says which pass sets it).
+
+    Attributes:
+        calibration_data: the quantize pass's calibration inputs, given by the caller
+            (``compiler.quant.calibrate``: an ``.npz`` path, its bytes or ``{input: array}``).
+        memory_plan: plan-memory's ``MemoryPlan`` (``compiler.passes.plan_memory``).
+        qdq_model: quantize's QDQ ``ModelProto``, which ONNX Runtime runs to verify (else None).
+        reduced_model: ``quantize{dtype=bf16|fp16}``'s model in ONNX form (Cast pairs per layer), which
+            ONNX Runtime runs to verify (else None).
+        accuracy: quantize's ``model.accuracy`` payload (``compiler.quant.session``).
+        rounding_steps: legalize-narrow-types' count of ``prism.NarrowCast`` steps.
+        trims: bound-outputs' ``[(output index, count output, bound)]``
+            (``compiler.frontend.bounded.bound_outputs``), cut by the runtime.
+        unbounded: the model as bound-outputs found it (None: that pass did not change it).
+    """
+
+    calibration_data: Any = None
+    memory_plan: Any = None
+    qdq_model: ModelProto | None = None
+    reduced_model: ModelProto | None = None
+    accuracy: dict[str, Any] | None = None
+    rounding_steps: int = 0
+    trims: list[tuple[int, str, int]] = field(default_factory=list)
+    unbounded: ModelProto | None = None
+
+
+@dataclass
 class PassContext:
     """State shared by the passes of one compilation.
 
     Attributes:
         target: the target name the pipeline compiles for (for target-aware passes).
-        artifacts: results later stages read, e.g. ``artifacts["memory_plan"]`` from plan-memory.
+        input_shapes: the caller's ``{input name: [dim, ...]}`` (model passes that import the model
+            to read its shapes bind them; the graph passes see them already bound).
+        artifacts: typed results later stages read (:class:`Artifacts`).
     """
 
     target: str = "host"
-    artifacts: dict[str, Any] = field(default_factory=dict)
+    input_shapes: Any = None
+    artifacts: Artifacts = field(default_factory=Artifacts)
 
 
-class Pass(ABC):
-    """Base class. Subclasses set ``name`` (kebab-case) and ``options`` and implement ``run``.
+class PassBase:
+    """What both kinds of pass share: ``name`` (kebab-case), ``options``, ``level`` and ``before``.
 
     ``self.opts`` holds the option values (defaults overridden by the pipeline text).
     """
 
     name: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
+    #: the IR it rewrites: ``graph`` (the graph IR) or ``onnx`` (the ModelProto, before import)
+    level: ClassVar[str] = "graph"
     #: pass names this pass must run before; a pipeline listing it after one of them is reordered
     before: ClassVar[tuple[str, ...]] = ()
 
@@ -112,18 +178,39 @@ class Pass(ABC):
                 raise ValueError(f"unknown option {key!r} for pass {self.name!r} (valid: {valid})")
         self.opts: dict[str, Any] = {o.name: opts.get(o.name, o.default) for o in self.options}
 
-    @abstractmethod
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        """Rewrite ``graph`` in place; return whether it changed and the remarks made."""
-
     def remark(self, kind: str, message: str, nodes: list[str] | None = None, **data: Any) -> Remark:
         return Remark(kind, self.name, message, list(nodes or []), data)
 
 
-REGISTRY: dict[str, type[Pass]] = {}
+class Pass(PassBase, ABC):
+    """A graph pass: subclasses implement ``run`` on the graph IR."""
+
+    @abstractmethod
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        """Rewrite ``graph`` in place; return whether it changed and the remarks made."""
 
 
-def register(cls: type[Pass]) -> type[Pass]:
+class ModelPass(PassBase, ABC):
+    """A model pass (level ``onnx``): subclasses implement ``run`` on the ``ModelProto``."""
+
+    level = "onnx"
+    #: True for a pass whose output differs from its input in its graph inputs' or outputs' types or
+    #: count (legalize-narrow-types, bound-outputs): the reference ONNX Runtime runs is the model
+    #: before the first such pass
+    changes_interface: ClassVar[bool] = False
+
+    @abstractmethod
+    def run(self, model: ModelProto, ctx: PassContext) -> ModelPassResult:
+        """Return the rewritten model (``model`` itself when unchanged; never modify ``model``),
+        whether it changed, and the remarks made."""
+
+
+REGISTRY: dict[str, type[PassBase]] = {}
+
+P = TypeVar("P", bound=type[PassBase])
+
+
+def register(cls: P) -> P:
     """Class decorator: register a pass by its ``name``. Raises ValueError on a duplicate."""
     if not cls.name or cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
         raise ValueError(f"pass name {cls.name!r} is empty or already registered")

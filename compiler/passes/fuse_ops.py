@@ -50,7 +50,7 @@ import numpy as np
 
 from ..ir import FusedGroup, Graph, Node, Value
 from ..ir.rewrite import group_nodes
-from .base import Option, Pass, PassContext, PassResult, Remark, register
+from .base import FusionResult, Option, Pass, PassContext, Remark, register
 from .fusion_graph import (
     BROADCAST,
     ELEMWISE,
@@ -144,7 +144,7 @@ class FuseOps(Pass):
         Option("max-group-size", int, 32, "largest number of nodes in one fused group"),
     )
 
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+    def run(self, graph: Graph, ctx: PassContext) -> FusionResult:
         fnodes = build_forward_graph(graph)
         tree = post_dominators(fnodes)
         groups = Groups(fnodes)
@@ -169,7 +169,7 @@ class FuseOps(Pass):
             "analysis", f"{len(made)} groups from {len(fnodes)} nodes; largest group: "
             f"{stats['largest_group']} nodes; multi-node groups: {sum(1 for s in sizes if s > 1)}"
             f", holding {stats['fused_nodes']} nodes", [], **stats))
-        return PassResult(bool(made), remarks, stats)
+        return FusionResult(bool(made), remarks, stats)
 
     # the partitioner -----------------------------------------------------------------------
     def _visit(self, phase: int, f: FNode, fnodes: list[FNode], tree, groups: Groups,

@@ -1,166 +1,110 @@
-"""The pass manager: runs a pipeline with instruments around every pass.
+"""The pass manager: runs a pipeline's passes with instruments around every pass.
 
-After each pass: an IR snapshot (``print_graph``), the wall time (ms), the changed flag, the
-verifier (``compiler.passes.verify``) and the stats; each becomes a ``pass.finished`` event
-(DESIGN.md "Events"). After ``fuse-ops`` it emits ``graph.fused``; after ``plan-memory``
-``memory.planned`` from ``ctx.artifacts["memory_plan"]``. Models: MLIR's PassInstrumentation,
-TVM's ``PassTimingInstrument`` and ``PrintAfterAll``.
+One :class:`PassManager` serves one compilation: :meth:`PassManager.run_model` runs the pipeline's
+model passes (level ``onnx``) on the ModelProto before import, :meth:`PassManager.run_graph` its
+graph passes on the graph IR, numbering the passes across both, with the same instruments
+(``compiler.passes.instruments``: events, IR snapshot, verifier, timing, check-passes). A
+``fixed-point`` group (``compiler.passes.pipeline.PassGroup``) runs its passes round after round
+until a round changes nothing. Models: MLIR's ``PassManager`` with ``PassInstrumentation``, TVM's
+``PassContext(instruments=...)``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
+
+from onnx import ModelProto
 
 from ..errors import CompileError
 from ..events import EventStream
-from ..ir import FusedGroup, Graph, IRError, Node, print_graph
-from .base import PassContext
-from .pipeline import PassSpec, Pipeline
-from .verify import verify_graph
+from ..ir import Graph
+from .base import ModelPassResult, PassContext, PassResult
+from .instruments import EventInstrument, PassInstrument, PassRun, default_instruments, find
+from .payloads import fusion_payload, graph_stats, memory_payload
+from .pipeline import PassGroup, PassSpec, Pipeline
 
-#: called after each pass with (index, spec, graph); may raise CompileError (e.g. --check-passes)
-AfterPass = Callable[[int, PassSpec, Graph], None]
-
-
-def graph_stats(graph: Graph) -> dict[str, int]:
-    """``nodes`` (top level, a group counts once), ``ops`` (every op node incl. group bodies and
-    subgraphs), ``groups``, ``constants``, ``constant_bytes`` (top-level constants), ``values``."""
-    consts = list(graph.constants.values())
-    ops = sum(1 for n in graph.walk() if not isinstance(n, FusedGroup))
-    return {
-        "nodes": len(graph.nodes),
-        "ops": ops,
-        "groups": len(graph.groups()),
-        "constants": len(consts),
-        "constant_bytes": int(sum(v.const.nbytes for v in consts if v.const is not None)),
-        "values": sum(1 for _ in graph.values()),
-    }
+__all__ = ["PassManager", "fusion_payload", "graph_stats", "memory_payload", "run_pipeline"]
 
 
-def _node_id(n: Node) -> str:
-    return n.label
+class PassManager:
+    """Runs passes on one compilation's IR with ``instruments`` (outermost first).
 
-
-def fusion_payload(graph: Graph) -> dict[str, Any]:
-    """The ``graph.fused`` payload: every op node with its group, the edges between op nodes
-    (through group boundaries) with the value's dtype and shape, and the groups."""
-    nodes: list[dict[str, Any]] = []
-    groups: list[dict[str, Any]] = []
-    # outer value -> the inner op node producing it / inner consumers
-    producer_of: dict[int, Node] = {}
-    consumers_of: dict[int, list[Node]] = {}
-    for n in graph.nodes:
-        if isinstance(n, FusedGroup):
-            gid = n.name or n.kernel
-            members = [m for m in n.body.nodes]
-            groups.append({"id": gid, "kernel": n.kernel, "kind": n.kind, "nodes": [_node_id(m) for m in members]})
-            for m in members:
-                nodes.append({"id": _node_id(m), "name": m.name, "op_type": m.op_type, "group": gid})
-            for outer, inner in zip(n.outputs, n.body.outputs, strict=True):
-                if inner.producer is not None:
-                    producer_of[id(outer)] = inner.producer
-            for outer_in, inner_in in zip(n.inputs, n.body.inputs, strict=True):
-                if outer_in is not None:
-                    consumers_of.setdefault(id(outer_in), []).extend(inner_in.consumers())
-        else:
-            nodes.append({"id": _node_id(n), "name": n.name, "op_type": n.op_type, "group": None})
-            for v in n.outputs:
-                producer_of[id(v)] = n
-            for u in n.inputs:
-                if u is not None:
-                    consumers_of.setdefault(id(u), []).append(n)
-    edges: list[dict[str, Any]] = []
-    values = {id(v): v for n in graph.nodes for v in n.outputs}
-    for g in graph.groups():  # edges inside each group
-        for m in g.body.nodes:
-            for v in m.outputs:
-                for c in v.consumers():
-                    edges.append(_edge(m, c, v))
-    for vid, src in producer_of.items():
-        v = values[vid]
-        seen: set[int] = set()
-        for dst in consumers_of.get(vid, []):
-            if id(dst) not in seen:
-                seen.add(id(dst))
-                edges.append(_edge(src, dst, v))
-    return {"nodes": nodes, "edges": edges, "groups": groups}
-
-
-def _edge(src: Node, dst: Node, v: Any) -> dict[str, Any]:
-    t = v.type
-    return {"source": _node_id(src), "target": _node_id(dst), "value": v.name,
-            "dtype": t.short if t is not None else None,
-            "shape": list(t.shape) if t is not None and t.shape is not None else None}
-
-
-def memory_payload(plan: Any) -> dict[str, Any] | None:
-    """The ``memory.planned`` payload from plan-memory's artifact (a dict or an object with
-    ``to_dict()``); None if there is none."""
-    if plan is None:
-        return None
-    data = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
-    out = {k: data.get(k) for k in ("arena_bytes", "no_sharing_bytes", "lower_bound_bytes", "buffers")}
-    out.update({k: v for k, v in data.items() if k not in out})
-    return out
-
-
-def run_pipeline(
-    graph: Graph,
-    pipeline: Pipeline,
-    ctx: PassContext,
-    events: EventStream,
-    *,
-    after_pass: AfterPass | None = None,
-    verify: bool = True,
-) -> list[dict[str, Any]]:
-    """Run every pass of ``pipeline`` on ``graph`` in place, emitting events.
-
-    Returns the ``pass.finished`` payloads. Raises CompileError(stage="passes", pass_name=...)
-    when a pass raises or leaves IR the verifier rejects.
+    ``ctx`` is shared by every pass; ``index`` is the next pass run's index.
     """
-    finished: list[dict[str, Any]] = []
-    before = print_graph(graph)
-    for index, spec in enumerate(pipeline.passes):
-        options = spec.effective_options()
-        events.emit("pass.started", index=index, name=spec.name, options=options)
-        instance = spec.create()
-        t0 = time.perf_counter()
+
+    def __init__(self, ctx: PassContext, instruments: Sequence[PassInstrument]) -> None:
+        self.ctx = ctx
+        self.instruments = list(instruments)
+        self.index = 0
+
+    def run_model(self, model: ModelProto, pipeline: Pipeline) -> ModelProto:
+        """Run the model passes (level ``onnx``) of ``pipeline`` on ``model``; returns the model
+        they leave (``model`` itself when none changed it; ``model`` is never modified). Raises
+        CompileError(pass_name=...) when a pass fails (with the stage its rewrite names, ``import`` or
+        ``shape``; ``import`` for an unexpected error) or leaves a broken model (``import``)."""
+        ir: Any = model
+        for item in pipeline.level("onnx").passes:
+            ir = self._run_item(item, ir)
+        out: ModelProto = ir
+        return out
+
+    def run_graph(self, graph: Graph, pipeline: Pipeline) -> None:
+        """Run the graph passes of ``pipeline`` on ``graph`` in place. Raises
+        CompileError(stage="passes", pass_name=...) when a pass raises or leaves IR the verifier
+        rejects."""
+        for item in pipeline.level("graph").passes:
+            self._run_item(item, graph)
+
+    def _run_item(self, item: PassSpec | PassGroup, ir: Any) -> Any:
+        if isinstance(item, PassSpec):
+            return self._run_pass(item, ir, None)[0]
+        for rnd in range(1, item.max_iterations + 1):
+            changed = False
+            for spec in item.passes:
+                ir, did = self._run_pass(spec, ir, rnd)
+                changed = changed or did
+            if not changed:
+                break
+        return ir
+
+    def _run_pass(self, spec: PassSpec, ir: Any, iteration: int | None) -> tuple[Any, bool]:
+        run = PassRun(self.index, spec, spec.effective_options(), spec.level, ir, iteration)
+        self.index += 1
+        for inst in self.instruments:
+            inst.run_before_pass(run)
+        result = self._call(spec, ir)
+        run.result = result
+        if isinstance(result, ModelPassResult):
+            run.ir = result.model
+        for inst in reversed(self.instruments):
+            inst.run_after_pass(run)
+        return run.ir, bool(result.changed)
+
+    def _call(self, spec: PassSpec, ir: Any) -> PassResult:
+        stage = "import" if spec.level == "onnx" else "passes"
         try:
-            result = instance.run(graph, ctx)
-        except CompileError as exc:
+            instance: Any = spec.create()  # a Pass (ir: Graph) or a ModelPass (ir: ModelProto), as spec.level says
+            result: PassResult = instance.run(ir, self.ctx)
+        except CompileError as exc:  # a model pass's rewrite names its own stage (import, shape)
             exc.pass_name = exc.pass_name or spec.name
-            exc.stage = "passes"
+            if spec.level == "graph":
+                exc.stage = stage
             raise
         except Exception as exc:
-            raise CompileError("passes", f"pass {spec.name} failed: {type(exc).__name__}: {exc}",
+            raise CompileError(stage, f"pass {spec.name} failed: {type(exc).__name__}: {exc}",
                                pass_name=spec.name) from exc
-        duration_ms = (time.perf_counter() - t0) * 1000.0
-        if verify:
-            try:
-                verify_graph(graph)
-            except IRError as exc:
-                raise CompileError("passes", f"IR verification failed after pass {spec.name}: {exc}",
-                                   pass_name=spec.name) from None
-        ir = print_graph(graph)
-        stats = graph_stats(graph)
-        stats.update(result.stats)
-        stats["ir_changed"] = ir != before
-        payload = {
-            "index": index, "name": spec.name, "options": options, "duration_ms": round(duration_ms, 3),
-            "changed": bool(result.changed), "ir": ir, "stats": stats,
-            "remarks": [r.to_dict() for r in result.remarks],
-        }
-        events.emit("pass.finished", **payload)
-        finished.append(payload)
-        before = ir
-        if spec.name == "fuse-ops":
-            events.emit("graph.fused", **fusion_payload(graph))
-        if spec.name == "plan-memory":
-            mem = memory_payload(ctx.artifacts.get("memory_plan"))
-            if mem is not None:
-                events.emit("memory.planned", **mem)
-        if after_pass is not None:
-            after_pass(index, spec, graph)
-    return finished
+        return result
+
+
+def run_pipeline(graph: Graph, pipeline: Pipeline, ctx: PassContext, events: EventStream, *,
+                 after_pass: Any = None, verify: bool = True) -> list[dict[str, Any]]:
+    """Run the graph passes of ``pipeline`` on ``graph`` in place with the default instruments
+    (``compiler.passes.instruments.default_instruments``; ``after_pass(index, spec, graph)`` as the
+    check-passes hook); the model passes are not run (they rewrite a ModelProto before import).
+    Returns the ``pass.finished`` payloads. Raises CompileError as :meth:`PassManager.run_graph`."""
+    instruments = default_instruments(events, verify=verify, check=after_pass)
+    PassManager(ctx, instruments).run_graph(graph, pipeline)
+    emitter = find(instruments, EventInstrument)
+    assert isinstance(emitter, EventInstrument)
+    return emitter.finished

@@ -26,7 +26,7 @@ Reported figures (bytes): ``arena_bytes`` (the arena's size), ``no_sharing_bytes
 aligned sizes: every buffer its own memory), ``lower_bound_bytes`` (max over schedule steps of the
 aligned sizes live at that step: no placement can do better). ``buffers`` lists ``{value, offset,
 size, first, last}`` with ``size`` the value's exact bytes and ``first``/``last`` schedule indices.
-The plan goes to ``ctx.artifacts["memory_plan"]`` and ``graph.metadata["memory_plan"]``.
+The plan goes to ``ctx.artifacts.memory_plan`` and ``graph.metadata["memory_plan"]``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir import Graph, implicit_inputs
-from .base import Option, Pass, PassContext, PassResult, Remark, register
+from .base import MemoryPlanResult, Option, Pass, PassContext, Remark, register
 
 
 @dataclass
@@ -164,14 +164,14 @@ class PlanMemory(Pass):
         Option("alignment", int, 64, "byte alignment of every buffer offset (a power of two)"),
     )
 
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+    def run(self, graph: Graph, ctx: PassContext) -> MemoryPlanResult:
         alignment = int(self.opts["alignment"])
         if alignment <= 0 or alignment & (alignment - 1):
             raise ValueError(f"option 'alignment' must be a power of two, got {alignment}")
         intervals, dynamic = liveness(graph)
         plan = place(intervals, alignment)
         plan.schedule = [n.label for n in graph.nodes]
-        ctx.artifacts["memory_plan"] = plan
+        ctx.artifacts.memory_plan = plan
         graph.metadata["memory_plan"] = plan
         remarks: list[Remark] = []
         ratio = plan.no_sharing_bytes / plan.arena_bytes if plan.arena_bytes else 1.0
@@ -190,4 +190,4 @@ class PlanMemory(Pass):
             remarks.append(self.remark(
                 "missed", f"not planned: %{name} has a non-static shape; the runtime allocates it",
                 [name]))
-        return PassResult(False, remarks, stats)
+        return MemoryPlanResult(False, remarks, stats, plan=plan)

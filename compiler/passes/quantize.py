@@ -17,7 +17,7 @@ The accuracy of the plan is measured against the FP32 model on the calibration i
 layer and per output: ``compiler.quant.evaluate``) and stored for the ``model.accuracy`` event; with
 ``fallback=true`` the layer with the worst SQNR goes back to FP32, one at a time, until the criterion
 (``min-sqnr`` dB on every output, ``min-top1`` agreement on class scores) holds, each a remark with its
-numbers. The QDQ model is kept (``ctx.artifacts["qdq_model"]``) so that ONNX Runtime runs the same
+numbers. The QDQ model is kept (``ctx.artifacts.qdq_model``) so that ONNX Runtime runs the same
 quantization for verification and timing.
 
 Left alone: graph outputs stay float32; nodes of other domains; grouped graphs (run it before
@@ -29,7 +29,7 @@ on operands rounded to bfloat16 / float16 with float32 accumulation (the activat
 ``prism.NarrowCast``, the weight rounded at compile time), with the same accuracy report, criterion and
 fallback (no calibration ranges: the inputs serve only the report); a remark says whether the target
 runs them on ``vdpbf16ps`` (AVX-512 BF16) or on the float32 kernels; ONNX Runtime verifies against the
-same model in ONNX form (``ctx.artifacts["reduced_model"]``).
+same model in ONNX form (``ctx.artifacts.reduced_model``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Quantize(Pass):
                                pass_name=self.name)
         exclude = self._exclude(graph)
         remarks: list[Remark] = []
-        raw = ctx.artifacts.get("calibration_data")
+        raw = ctx.artifacts.calibration_data
         if raw is None:
             data = calibrate.random_calibration(graph)
             what = ("the activation ranges come", "mean") if o["dtype"] == "int8" else ("the accuracy report comes", "means")
@@ -103,8 +103,8 @@ class Quantize(Pass):
             if kind == "missed":
                 remarks.append(self.remark(kind, msg, nodes, **data_))
         remarks += qs.layer_remarks(plan, final, report, self)
-        ctx.artifacts["qdq_model"] = qs.qdq_model
-        ctx.artifacts["accuracy"] = qs.payload(report, final, samples, raw is None)
+        ctx.artifacts.qdq_model = qs.qdq_model
+        ctx.artifacts.accuracy = qs.payload(report, final, samples, raw is None)
         remarks.append(self.remark(
             "analysis", f"quantized {len(plan.layers)} layers to int8 ({result.folded} integer ops, "
             f"{len(final)} layers in FP32, {consts} weights dequantized back); calibration {o['calibration']} on "
@@ -124,8 +124,8 @@ class Quantize(Pass):
         casts = reduced.apply_reduced(graph, layers, qs.precision)
         remarks += qs.reduced_remarks(final, report, self)
         remarks.append(reduced.path_remark(self, qs.precision, ctx.target, [lay.node for lay in layers]))
-        ctx.artifacts["reduced_model"] = qs.qdq_model
-        ctx.artifacts["accuracy"] = qs.payload(report, final, samples, random)
+        ctx.artifacts.reduced_model = qs.qdq_model
+        ctx.artifacts.accuracy = qs.payload(report, final, samples, random)
         remarks.append(self.remark(
             "analysis", f"{len(layers)} Conv/MatMul/Gemm layers in {qs.precision} ({casts} activations rounded, "
             f"{len(final)} layers in FP32); criterion {'passed' if report['passed'] else 'FAILED: ' + '; '.join(report['reasons'])}",

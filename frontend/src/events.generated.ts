@@ -64,11 +64,19 @@ export interface CompileStarted extends EventBase {
 /** A pass's effective options by name. */
 export type PassOptions = Record<string, unknown>;
 
+/** The IR a pass rewrites: the ONNX model before import (`onnx`) or the graph IR (`graph`). */
+export type PassLevel = "onnx" | "graph";
+
 export interface PassStarted extends EventBase {
   type: "pass.started";
+  /** The run's position in the whole pipeline (a fixed-point group's passes once per round). */
   index: number;
   name: string;
   options: PassOptions;
+  /** Absent in logs from before ONNX-level passes existed: those are all graph passes. */
+  level?: PassLevel;
+  /** The round of its `fixed-point` group (1-based); absent outside a group. */
+  iteration?: number;
 }
 
 /** Graph statistics after a pass (`compiler.passes.manager.graph_stats`) plus the pass's own counters. */
@@ -102,10 +110,14 @@ export interface PassFinished extends EventBase {
   options: PassOptions;
   duration_ms: number;
   changed: boolean;
-  /** Printed graph IR after the pass (one node a line). */
+  /** Printed IR after the pass: the graph IR (one node a line), or for `level: "onnx"` the ONNX model as `onnx.printer` writes it (large tensors' data left out). */
   ir: string;
   stats: PassStats;
   remarks: Remark[];
+  /** Absent in logs from before ONNX-level passes existed: those are all graph passes. */
+  level?: PassLevel;
+  /** The round of its `fixed-point` group (1-based); absent outside a group. */
+  iteration?: number;
 }
 
 /** A branch or body of a run-time control-flow node, compiled once (compiler.driver.control). */

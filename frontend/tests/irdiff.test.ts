@@ -87,4 +87,13 @@ describe("splitPipeline", () => {
     ]);
     expect(splitPipeline("")).toEqual([]);
   });
+
+  it("gives a fixed-point group's passes as entries marked with the group", () => {
+    expect(splitPipeline("fixed-point{max-iterations=3}(resolve-sequences,inline-control-flow{max-rounds=2}),bound-outputs,fuse-ops")).toEqual([
+      { name: "resolve-sequences", options: "", group: { name: "fixed-point", options: "max-iterations=3" } },
+      { name: "inline-control-flow", options: "max-rounds=2", group: { name: "fixed-point", options: "max-iterations=3" } },
+      { name: "bound-outputs", options: "" },
+      { name: "fuse-ops", options: "" },
+    ]);
+  });
 });

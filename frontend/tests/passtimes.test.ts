@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import type { CompileEvent } from "../src/events";
 import { progressPane } from "../src/panes/progress";
+import { irPane } from "../src/panes/ir";
 import { timelinePane } from "../src/panes/timeline";
 import { passTimes } from "../src/stages";
 import { reduceAll } from "../src/state";
@@ -23,10 +24,10 @@ const text = (el: Element | null | undefined) => (el?.textContent ?? "").replace
 
 describe("pass times", () => {
   it("splits the stage's wall time into the passes' own time and the rest", () => {
-    expect(passTimes(reduceAll(withWall(56.7)))).toEqual({ inPasses: 3.5, wall: 56.7, other: expect.closeTo(53.2, 9) });
+    expect(passTimes(reduceAll(withWall(56.7)))).toEqual({ inPasses: 3.5, inModel: 0, wall: 56.7, other: expect.closeTo(53.2, 9) });
     // before compile.finished there is no wall time
     const live = reduceAll(EVENTS.filter((e) => e.type !== "compile.finished"));
-    expect(passTimes(live)).toEqual({ inPasses: 3.5, wall: null, other: null });
+    expect(passTimes(live)).toEqual({ inPasses: 3.5, inModel: 0, wall: null, other: null });
   });
 
   it("the stage strip says wall and how much of it is in the passes", () => {
@@ -54,4 +55,48 @@ describe("pass times", () => {
     expect(names.map((n) => n.textContent)).toEqual(["eliminate-dead-code", "fuse-ops"]);
     expect(names[1].title).toBe("fuse-ops{max-group-size=16}");
   });
+
+  it("keeps the ONNX-level passes' time apart: they run in the import stage, not the passes stage", () => {
+    const state = reduceAll(withOnnxPass(withWall(56.7)));
+    expect(passTimes(state)).toEqual({ inPasses: 3.5, inModel: 0.75, wall: 56.7, other: expect.closeTo(53.2, 9) });
+    const pane = timelinePane();
+    pane.update({ id: "abc", state, view: VIEW, meta: null });
+    expect(text(pane.el.querySelector(".timeline-total"))).toContain("3 passes, 3 changed, 3.50 ms in passes + 750 µs in ONNX-level passes (import stage)");
+    const first = pane.el.querySelector(".timeline-row") as HTMLElement;
+    expect(first.classList.contains("level-onnx")).toBe(true);
+    expect((first.querySelector("a") as HTMLElement).title).toContain("inline-control-flow (ONNX-level: rewrites the ONNX model before import, round 1 of its fixed-point group)");
+  });
 });
+
+describe("IR pane at the ONNX / graph IR boundary", () => {
+  it("shows the ONNX model's text with its title and no cross-IR diff", () => {
+    const state = reduceAll(withOnnxPass(EVENTS));
+    const pane = irPane();
+    pane.update({ id: "abc", state, view: { page: "compilation", id: "abc", view: "pass", pass: 0, diff: false }, meta: null });
+    expect(text(pane.el.querySelector("h2"))).toContain("ONNX model after pass 0: inline-control-flow");
+    expect(text(pane.el.querySelector("h2"))).toContain("round 1");
+    pane.update({ id: "abc", state, view: { page: "compilation", id: "abc", view: "pass", pass: 1, diff: true }, meta: null });
+    expect(text(pane.el.querySelector("h2"))).toContain("IR after pass 1: eliminate-dead-code");
+    expect((pane.el.querySelector(".ir-diff-toggle") as HTMLInputElement).disabled).toBe(true);
+    expect(text(pane.el.querySelector(".ir-boundary"))).toContain("the graph IR starts at this pass (after import), so there is no line diff against pass 0");
+    expect(pane.el.querySelector(".diff-labels")).toBeNull();
+    pane.destroy?.();
+  });
+});
+
+/** The fixture's log with an ONNX-level pass in front (index 0; the graph passes shift by one). */
+function withOnnxPass(events: CompileEvent[]): CompileEvent[] {
+  const out: CompileEvent[] = [];
+  for (const e of events) {
+    if (e.type === "pass.started" || e.type === "pass.finished") out.push({ ...e, index: e.index + 1, level: "graph" });
+    else out.push(e);
+    if (e.type === "compile.started") {
+      out.push({ seq: 0, type: "pass.started", ts: 1000, index: 0, name: "inline-control-flow", options: {}, level: "onnx", iteration: 1 });
+      out.push({ seq: 0, type: "pass.finished", ts: 1000, index: 0, name: "inline-control-flow", options: {}, level: "onnx", iteration: 1,
+        duration_ms: 0.75, changed: true, ir: "<\n ir_version: 8\n>\nm (float[2] x) => (float[2] y) {\n   y = Relu (x)\n}", stats: { nodes: 1, initializers: 0 },
+        remarks: [{ kind: "applied", pass: "inline-control-flow", message: "inlined If 'n3' (then-branch, condition %c folded to true)", nodes: ["n3"], data: {} }] });
+    }
+  }
+  return out.map((e, seq) => ({ ...e, seq }));
+}
+

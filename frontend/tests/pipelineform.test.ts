@@ -16,6 +16,12 @@ describe("pipelineProblem", () => {
     expect(pipelineProblem("fold-constants,fuse-opz", PASSES)).toBe("Unknown pass “fuse-opz”.");
     expect(pipelineProblem("fuse-ops{max-size=4}", PASSES)).toContain("has no option “max-size” (it has: max-group-size)");
   });
+  it("checks a fixed-point group's passes and its own option", () => {
+    expect(pipelineProblem("fixed-point{max-iterations=3}(fold-constants,fuse-ops{max-group-size=4}),fuse-ops", PASSES)).toBeNull();
+    expect(pipelineProblem("fixed-point(fold-constants,fuse-opz)", PASSES)).toBe("Unknown pass “fuse-opz”.");
+    expect(pipelineProblem("fixed-point{rounds=3}(fold-constants)", PASSES)).toContain("has no option “rounds” (it has: max-iterations)");
+    expect(pipelineProblem("repeat(fold-constants)", PASSES)).toContain("Unknown pass group “repeat”");
+  });
   it("leaves the check to the server when it has no pass list", () => {
     expect(pipelineProblem("anything", [])).toBeNull();
   });

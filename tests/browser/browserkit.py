@@ -1,5 +1,6 @@
 """Helpers for the browser tests."""
 
+import re
 from pathlib import Path
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
@@ -12,18 +13,22 @@ def shot(page, name: str) -> None:
 
 
 def pipeline_passes(stack, preset: str) -> list[str]:
-    """The pass names a preset expands to, from the server's GET /api/pipelines."""
+    """The pass names a preset expands to, from the server's GET /api/pipelines, a ``fixed-point(...)``
+    group's passes once each (the light models need one round: each runs once)."""
     with stack.http() as c:
         text = next(p["text"] for p in c.get("/api/pipelines").json() if p["name"] == preset)
     names, depth, start = [], 0, 0
     for i, ch in enumerate(text + ","):
-        if ch == "{":
+        if ch in "{(":
             depth += 1
-        elif ch == "}":
+        elif ch in "})":
             depth -= 1
         elif ch == "," and depth == 0:
             item = text[start:i].strip()
-            if item:
+            if "(" in item:  # fixed-point{...}(a,b{...},c)
+                inner = item[item.index("(") + 1:item.rindex(")")]
+                names += [x.split("{")[0].strip() for x in re.split(r",(?![^{]*})", inner) if x.strip()]
+            elif item:
                 names.append(item.split("{")[0].strip())
             start = i + 1
     return names

@@ -10,6 +10,7 @@ import pytest
 
 import compiler
 from compiler import CompileError
+from compiler.passes.pipeline import ONNX_PASSES
 from tests.compiler.conftest import wheel_model
 
 
@@ -53,7 +54,7 @@ def test_list_functions_shapes() -> None:
 def test_validate_request_expands_and_binds() -> None:
     path = wheel_model("yolov8n")
     out = compiler.validate_request(path, target="host", pipeline="O1", input_shapes={"images": [1, 3, 320, 320]})
-    assert out == {"target": "host", "pipeline": "fold-constants,simplify,eliminate-dead-code",
+    assert out == {"target": "host", "pipeline": ONNX_PASSES + ",fold-constants,simplify,eliminate-dead-code",
                    "input_shapes": {"images": [1, 3, 320, 320]}}
 
 
@@ -74,7 +75,7 @@ def test_compile_started_payload_and_report(squeezenet_path) -> None:
     assert r.ok, r.error
     start = r.events[0]
     assert start["type"] == "compile.started" and start["seq"] == 0
-    assert start["pipeline"] == "fold-constants,simplify,eliminate-dead-code"
+    assert start["pipeline"] == ONNX_PASSES + ",fold-constants,simplify,eliminate-dead-code"
     assert start["compiler_version"] == compiler.__version__ and start["target"] == "host"
     import hashlib
 
@@ -84,7 +85,7 @@ def test_compile_started_payload_and_report(squeezenet_path) -> None:
     assert fin["type"] == "compile.finished"
     assert set(fin["stage_ms"]) == {"import", "passes", "lowering", "codegen", "run", "verify"}
     rep = json.loads(r.to_json())
-    assert rep["version"] == 1 and rep["error"] is None and len(rep["passes"]) == 3
+    assert rep["version"] == 1 and rep["error"] is None and [p["level"] for p in rep["passes"]] == ["onnx"] * 7 + ["graph"] * 3
     assert set(rep) >= {"model", "target", "pipeline", "passes", "fusion", "memory", "kernels", "timing",
                         "verification", "stage_ms", "error"}
 

@@ -8,6 +8,7 @@ import httpx
 import pytest
 from explorer_async import run_async
 
+from compiler.passes.pipeline import ONNX_PASSES
 from explorer.asgi import application
 
 
@@ -194,8 +195,8 @@ def test_catalog_comes_from_the_compiler(client):
 def test_pipeline_validation_expands_presets_and_names_what_is_wrong(client):
     r = client.post("/api/pipelines/validate", {"pipeline": "O1"}, content_type="application/json")
     assert r.status_code == 200
-    assert r.json() == {"pipeline": "fold-constants,simplify,eliminate-dead-code"}
-    text = "fold-constants,fuse-ops{max-group-size=8}"
+    assert r.json() == {"pipeline": ONNX_PASSES + ",fold-constants,simplify,eliminate-dead-code"}
+    text = ONNX_PASSES + ",fold-constants,fuse-ops{max-group-size=8}"
     r = client.post("/api/pipelines/validate", {"pipeline": text}, content_type="application/json")
     assert r.json() == {"pipeline": text}
     r = client.post("/api/pipelines/validate", {"pipeline": "fold-constant"}, content_type="application/json")

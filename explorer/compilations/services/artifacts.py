@@ -92,7 +92,10 @@ def catalogue(comp: Compilation, events: list[dict] | None = None) -> tuple[list
         missing["reproducer.zip"] = (f"the service ended this compilation ({failed['reason']}), not the compiler: "
                                      "there is no compiler failure to reproduce")
     for e in events:
-        if e["type"] == "pass.finished":
+        if e["type"] == "pass.finished" and e.get("level") == "onnx":  # the ONNX model the model pass left
+            found.append(Artifact(f"pass-{e['index']}-{e['name']}.onnx", "model", ONNX,
+                                  f"the ONNX model after pass {e['index']} ({e['name']}), before import"))
+        elif e["type"] == "pass.finished":
             found.append(Artifact(f"pass-{e['index']}-{e['name']}.onnx", "model", ONNX,
                                   f"the ONNX model after pass {e['index']} ({e['name']}); fused groups as functions"))
     if "kernel.lowered" in types:
@@ -136,9 +139,15 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
     m = PASS_NAME.match(name)
     assert m is not None
     index = int(m.group(1))
+    levels = _levels(events)
     return lambda: A.model_after_pass(comp.model.file.path, target=comp.target, pipeline=comp.pipeline, index=index,
                                       input_shapes=comp.input_shapes or None,
-                                      calibration_data=calibration_path(comp.options)).SerializeToString()
+                                      calibration_data=calibration_path(comp.options), levels=levels).SerializeToString()
+
+
+def _levels(events: list[dict]) -> list[str]:
+    """Each pass run's level (``onnx``/``graph``) in run order; logs from before levels: ``graph``."""
+    return [str(e.get("level") or "graph") for e in events if e["type"] == "pass.started"]
 
 
 def _reproducer(comp: Compilation, events: list[dict]) -> bytes:
@@ -149,11 +158,12 @@ def _reproducer(comp: Compilation, events: list[dict]) -> bytes:
     started = [int(e["index"]) for e in events if e["type"] == "pass.started"]
     finished = {int(e["index"]) for e in events if e["type"] == "pass.finished"}
     failed_pass = started[-1] if started and started[-1] not in finished and failure.get("stage") == "passes" else None
+    levels = _levels(events)
     with comp.model.file.open("rb") as f:
         model = f.read()
     return reproducer_zip(model, failure=payload, target=comp.target, pipeline=comp.pipeline, failed_pass=failed_pass,
                           input_shapes=comp.input_shapes or None, input_values=comp.options.get("input_values") or None,
-                          options=comp.options)
+                          options=comp.options, levels=levels)
 
 
 def _directory(comp: Compilation) -> Path:

@@ -33,8 +33,11 @@ export function irPane(): Pane {
       };
       const n = view.pass;
       const pass = state.passes[n];
-      const prev = n > 0 ? state.passes[n - 1] : undefined;
-      const diff = view.diff && n > 0;
+      const before = n > 0 ? state.passes[n - 1] : undefined;
+      // The first graph pass follows the last ONNX-level pass: two different IRs, no line diff between them.
+      const boundary = !!pass && !!before && (before.level === "onnx") !== (pass.level === "onnx");
+      const prev = boundary ? undefined : before;
+      const diff = view.diff && n > 0 && !boundary;
       if (shown && shown.pass === pass && shown.prev === prev && shown.diff === diff) {
         if (shown.line !== view.line && editor && "markLine" in editor) editor.markLine(view.line ?? null);
         shown.line = view.line;
@@ -52,27 +55,28 @@ export function irPane(): Pane {
       const to = (pass: number, d: boolean) => ({ page: "compilation" as const, id, view: "pass" as const, pass, diff: d });
       const stats = pass.stats ?? {};
       const ds = prev ? diffStats(prev.ir, pass.ir) : null;
-      const diffToggle = h("input", { type: "checkbox", checked: diff, disabled: n === 0, class: "ir-diff-toggle" });
+      const diffToggle = h("input", { type: "checkbox", checked: diff, disabled: n === 0 || boundary, class: "ir-diff-toggle" });
       diffToggle.addEventListener("change", () => navigate(to(n, diffToggle.checked)));
       replace(
         head,
         h("div", { class: "ir-title" },
           n > 0 ? linkTo(h("a", { class: "btn", title: "previous pass" }, "◀"), to(n - 1, view.diff)) : h("span", { class: "btn disabled" }, "◀"),
-          h("h2", null, `IR after pass ${n}: `, h("code", null, pass.name), h("code", { class: "muted" }, optionsText(pass.options))),
+          h("h2", null, pass.level === "onnx" ? `ONNX model after pass ${n}: ` : `IR after pass ${n}: `, h("code", null, pass.name), h("code", { class: "muted" }, optionsText(pass.options)), pass.iteration ? h("span", { class: "muted ir-round" }, ` round ${pass.iteration}`) : null),
           onComment ? h("button", { class: "btn small comment-pass", title: "Comment on this pass", on: { click: () => onComment({ kind: "pass", pass: n }) } }, "💬 Comment on pass") : null,
           n + 1 < state.passes.length ? linkTo(h("a", { class: "btn", title: "next pass" }, "▶"), to(n + 1, view.diff)) : h("span", { class: "btn disabled" }, "▶"),
         ),
         h("div", { class: "ir-meta" },
           h("span", null, fmtMs(pass.duration_ms)),
           h("span", { class: pass.changed ? "is-changed" : "is-unchanged" }, pass.changed ? "changed" : "unchanged"),
-          stats.nodes !== undefined ? h("span", null, `${stats.nodes} nodes`) : null,
+          stats.nodes !== undefined ? h("span", null, `${stats.nodes} ${pass.level === "onnx" ? "ONNX nodes" : "nodes"}`) : null,
+          typeof stats.initializers === "number" ? h("span", null, `${stats.initializers} initializers`) : null,
           stats.groups !== undefined ? h("span", null, `${stats.groups} groups`) : null,
           stats.constant_bytes !== undefined ? h("span", null, `constants ${fmtBytes(stats.constant_bytes)}`) : null,
           pass.remarks?.length ? linkTo(h("a", { class: "ir-remarks" }, `${pass.remarks.length} remarks`), { page: "compilation", id, view: "remarks", pass: pass.name }) : null,
           ds ? h("span", { class: "ir-diffstat" }, h("span", { class: "added" }, `+${ds.added}`), " ", h("span", { class: "removed" }, `−${ds.removed}`), ` vs pass ${n - 1}`) : null,
           state.finished || state.failed ? h("a", { class: "ir-download", href: `/api/compilations/${encodeURIComponent(id)}/artifacts/pass-${n}-${pass.name}.onnx`, download: `pass-${n}-${pass.name}.onnx`, title: "this graph as an ONNX model (fused groups as functions): opens in Netron" }, "download as ONNX") : null,
           state.fusion && !diff ? h("span", { class: "muted" }, "double-click a node line to see it in the graph") : null,
-          h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
+          h("label", { class: "ir-diff-label" }, diffToggle, n === 0 ? " diff (no earlier pass)" : boundary ? ` diff (pass ${n - 1} printed the ONNX model; the graph IR starts here)` : ` diff against pass ${n - 1} (${prev?.name ?? ""})`),
         ),
       );
       replace(body);
@@ -86,6 +90,7 @@ export function irPane(): Pane {
         const mark = view.line;
         if (mark !== undefined) requestAnimationFrame(() => editor === dv && dv.markLine(mark));
       } else {
+        if (view.diff && boundary) body.appendChild(h("p", { class: "muted ir-same ir-boundary" }, `Passes up to ${n - 1} (${before?.name ?? ""}) rewrote the ONNX model and showed it as ONNX text; the graph IR starts at this pass (after import), so there is no line diff against pass ${n - 1}.`));
         const host = h("div", { class: "cm-host" });
         body.appendChild(host);
         // Double-click a node's line to see that node in the fusion graph.

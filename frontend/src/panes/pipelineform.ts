@@ -15,6 +15,11 @@ export function pipelineProblem(text: string, passes: PassInfo[]): string | null
   const entries = splitPipeline(text);
   const byName = new Map(passes.map((p) => [p.name, p]));
   for (const e of entries) {
+    if (e.group && e.group.name !== "fixed-point") return `Unknown pass group “${e.group.name}” (groups: fixed-point).`;
+    for (const kv of e.group?.options ? e.group.options.split(",") : []) {
+      const key = kv.split("=")[0].trim();
+      if (key && key !== "max-iterations") return `Group “fixed-point” has no option “${key}” (it has: max-iterations).`;
+    }
     const p = byName.get(e.name);
     if (!p) return `Unknown pass “${e.name}”.`;
     if (!e.options) continue;

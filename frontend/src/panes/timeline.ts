@@ -14,6 +14,12 @@ export function optionsText(o: Record<string, unknown> | undefined): string {
   return parts.length ? `{${parts.join(",")}}` : "";
 }
 
+/** " (ONNX-level, round 2)": what a pass of the ONNX model before import says in its tooltip. */
+export function levelWords(p: { level?: string; iteration?: number }): string {
+  if (p.level !== "onnx") return p.iteration ? ` (round ${p.iteration})` : "";
+  return ` (ONNX-level: rewrites the ONNX model before import${p.iteration ? `, round ${p.iteration} of its fixed-point group` : ""})`;
+}
+
 /** "35 remarks": opens the remarks filtered to this pass (a span, as the row itself is a link). */
 function remarksLink(id: string, pass: string, n: number): HTMLElement {
   const words = `${n} remark${n === 1 ? "" : "s"}`;
@@ -63,7 +69,7 @@ export function timelinePane(): Pane {
       const a = linkTo(
         h(
           "a",
-          { class: "timeline-link", title: `${p.name}${optionsText(p.options)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
+          { class: "timeline-link", title: `${p.name}${optionsText(p.options)}${levelWords(p)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
           h("span", { class: "pass-index" }, String(i)),
           h("span", { class: "pass-name", title: `${p.name}${optionsText(p.options)}` }, p.name),
           h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
@@ -74,7 +80,7 @@ export function timelinePane(): Pane {
         ),
         { page: "compilation", id, view: "pass", pass: i, diff: view.view === "pass" ? view.diff : false },
       );
-      rows.push(h("li", { class: `timeline-row${i === selected ? " selected" : ""}`, dataset: { index: String(i), name: p.name } }, a));
+      rows.push(h("li", { class: `timeline-row${i === selected ? " selected" : ""}${p.level === "onnx" ? " level-onnx" : ""}`, dataset: { index: String(i), name: p.name } }, a));
     });
     if (state.running && !ctx.state.failed) {
       rows.push(h("li", { class: "timeline-row running" }, h("span", { class: "pass-index" }, String(state.passes.length)), h("span", { class: "pass-name", title: state.running.name }, state.running.name), h("span", { class: "spinner", "aria-label": "running" })));
@@ -94,6 +100,7 @@ export function timelinePane(): Pane {
     replace(total, state.passes.length
       ? h("span", { title: pt.wall === null ? "the sum of the passes' own times" : `the passes' own times add up to ${fmtMs(pt.inPasses)}; the passes stage took ${fmtMs(pt.wall)} wall, the other ${fmtMs(pt.other ?? 0)} in ${PASS_OVERHEAD_WORDS}` },
           `${state.passes.length} passes, ${changed} changed, ${fmtMs(pt.inPasses)} in passes`,
+          pt.inModel > 0 ? ` + ${fmtMs(pt.inModel)} in ONNX-level passes (import stage)` : "",
           pt.wall !== null ? ` (stage ${fmtMs(pt.wall)} wall with IR snapshots and verification)` : "")
       : "");
   };

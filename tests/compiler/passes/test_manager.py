@@ -10,7 +10,7 @@ import compiler
 from compiler.frontend import load
 from compiler.ir import Graph
 from compiler.passes import REGISTRY, Pass, PassContext, PassResult
-from compiler.passes.pipeline import parse_pipeline
+from compiler.passes.pipeline import ONNX_PASSES, parse_pipeline
 from compiler.passes.verify import verify_graph
 
 
@@ -64,9 +64,16 @@ def test_pass_events_and_stats(squeezenet_path) -> None:
     assert types[0] == "compile.started" and types[-1] == "compile.finished"
     started = [e for e in got if e["type"] == "pass.started"]
     finished = [e for e in got if e["type"] == "pass.finished"]
-    assert [e["name"] for e in started] == [e["name"] for e in finished] == ["fold-constants", "eliminate-dead-code"]
-    fold = finished[0]
-    assert fold["index"] == 0 and fold["changed"] is True and fold["duration_ms"] >= 0
+    assert [e["name"] for e in started] == [e["name"] for e in finished]
+    assert [e["index"] for e in finished] == list(range(len(finished)))
+    # the ONNX-level passes come first (the pipeline names none, so ONNX_PASSES runs), each with its
+    # ONNX text snapshot; squeezenet has nothing for them to rewrite
+    model_level = [e for e in finished if e["level"] == "onnx"]
+    assert [e["name"] for e in model_level] == [s.name for s in parse_pipeline(ONNX_PASSES).specs()]
+    assert all(not e["changed"] and not e["stats"]["ir_changed"] and e["ir"].startswith("<") for e in model_level)
+    assert [e["name"] for e in finished if e["level"] == "graph"] == ["fold-constants", "eliminate-dead-code"]
+    fold = finished[len(model_level)]
+    assert fold["index"] == len(model_level) and fold["changed"] is True and fold["duration_ms"] >= 0
     assert fold["options"] == {"max-bytes": 512 * 1024 * 1024}
     # 39 ConstantOfShape weights fold into constants: 105 nodes -> 66 (counted from the ONNX file)
     assert fold["stats"]["nodes"] == 66 and fold["stats"]["groups"] == 0
@@ -85,7 +92,9 @@ def test_verifier_failure_names_the_pass(squeezenet_path, test_passes) -> None:
 def test_crashing_pass_is_compile_failed(squeezenet_path, test_passes) -> None:
     r = compiler.compile(squeezenet_path, pipeline="test-crash", backend=False)
     assert not r.ok and r.error["pass"] == "test-crash" and "boom" in r.error["message"]
-    assert [e["type"] for e in r.events] == ["compile.started", "pass.started", "compile.failed"]
+    types = [e["type"] for e in r.events]
+    assert types[0] == "compile.started" and types[-2:] == ["pass.started", "compile.failed"]
+    assert r.events[-2]["name"] == "test-crash" and all(e["name"] != "test-crash" for e in r.of_type("pass.finished"))
 
 
 def test_verifier_accepts_imported_models(squeezenet_path, silero_path) -> None:
@@ -115,7 +124,7 @@ def test_o2_emits_graph_fused_and_memory_planned(light_dir) -> None:
     assert mem[0]["lower_bound_bytes"] <= mem[0]["arena_bytes"]
     rep = r.to_dict()
     assert rep["fusion"]["groups"] == fused["groups"] and rep["memory"]["arena_bytes"] == mem[0]["arena_bytes"]
-    assert rep["error"] is None and len(rep["passes"]) == len(parse_pipeline("O2").passes)
+    assert rep["error"] is None and len(rep["passes"]) == len(list(parse_pipeline("O2").specs()))
 
 
 def test_check_passes_names_the_pass_that_changes_numerics(squeezenet_path, test_passes) -> None:

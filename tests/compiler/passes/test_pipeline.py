@@ -6,17 +6,27 @@ import pytest
 
 from compiler import CompileError, list_pipelines
 from compiler.passes import REGISTRY, load_passes
-from compiler.passes.pipeline import PRESETS, expand_pipeline, parse_pipeline
+from compiler.passes.pipeline import (
+    ONNX_PASSES,
+    PRESETS,
+    PassGroup,
+    expand_pipeline,
+    parse_pipeline,
+)
 
 load_passes()
 
 
 @pytest.mark.parametrize("text", [
-    "",
-    "fold-constants",
-    "fold-constants,fuse-ops{max-group-size=16}",
-    "fold-constants{max-bytes=1024},eliminate-dead-code,fuse-ops{max-group-size=8},plan-memory{alignment=128}",
-    "simplify,simplify,eliminate-common-subexpressions",
+    ONNX_PASSES,
+    "unroll-rnn",
+    "inline-control-flow{max-rounds=2},fold-constants",
+    "fixed-point{max-iterations=3}(resolve-sequences,inline-control-flow),bound-outputs,fold-constants",
+    ONNX_PASSES + ",fold-constants,fuse-ops{max-group-size=16}",
+    ONNX_PASSES + ",fold-constants{max-bytes=1024},eliminate-dead-code,fuse-ops{max-group-size=8},"
+                  "plan-memory{alignment=128}",
+    ONNX_PASSES + ",simplify,simplify,eliminate-common-subexpressions",
+    ONNX_PASSES + ",fixed-point(fold-constants,simplify),fuse-ops",
 ])
 def test_canonical_text_round_trips(text: str) -> None:
     p = parse_pipeline(text)
@@ -24,30 +34,62 @@ def test_canonical_text_round_trips(text: str) -> None:
     assert parse_pipeline(p.text()) == p
 
 
+@pytest.mark.parametrize("text", ["", "fold-constants", "simplify,fuse-ops{max-group-size=16}"])
+def test_a_pipeline_without_onnx_level_passes_starts_with_onnx_passes(text: str) -> None:
+    p = parse_pipeline(text)
+    assert p.text() == ",".join(x for x in (ONNX_PASSES, text) if x)
+    assert [i.level for i in p.passes] == ["onnx"] * 4 + ["graph"] * len(p.level("graph").passes)
+    assert parse_pipeline(p.text()) == p
+
+
 def test_non_canonical_text_prints_canonically() -> None:
-    assert parse_pipeline(" fold-constants , fuse-ops{ max-group-size=016 } ").text() == \
+    assert parse_pipeline(" fold-constants , fuse-ops{ max-group-size=016 } ").level("graph").text() == \
         "fold-constants,fuse-ops{max-group-size=16}"
+    assert parse_pipeline("fixed-point{ max-iterations=08 }( unroll-rnn , expand-functions )").text() == \
+        "fixed-point{max-iterations=8}(unroll-rnn,expand-functions)".replace("{max-iterations=8}", "")
 
 
 def test_options_are_typed() -> None:
-    p = parse_pipeline("fuse-ops{max-group-size=16}")
+    p = parse_pipeline("fuse-ops{max-group-size=16}").level("graph")
     assert p.passes[0].options == (("max-group-size", 16),)
     assert p.passes[0].effective_options()["max-group-size"] == 16
+    group = parse_pipeline("fixed-point{max-iterations=3}(unroll-rnn)").passes[0]
+    assert isinstance(group, PassGroup) and group.max_iterations == 3 and group.passes[0].name == "unroll-rnn"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_expand_to_valid_text(name: str) -> None:
     text = expand_pipeline(name)
-    assert text == PRESETS[name]
+    assert text == PRESETS[name] and text.startswith(ONNX_PASSES)
     assert parse_pipeline(text).text() == text
     assert {"name": name, "text": text} in list_pipelines()
 
 
 def test_o2_has_the_issue_passes_in_order() -> None:
-    names = [p.name for p in parse_pipeline("O2").passes]
-    assert names == ["fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
-                     "eliminate-dead-code", "fuse-siblings", "fuse-layer-norm", "fuse-ops", "plan-memory"]
-    assert parse_pipeline("O0").passes == ()
+    p = parse_pipeline("O2")
+    assert [s.name for s in p.level("onnx").specs()] == [
+        "resolve-sequences", "inline-control-flow", "unroll-rnn", "expand-functions", "resolve-sequences",
+        "legalize-narrow-types", "bound-outputs"]
+    assert [s.name for s in p.level("graph").specs()] == [
+        "fold-qdq", "fold-constants", "simplify", "fold-batchnorm", "eliminate-common-subexpressions",
+        "eliminate-dead-code", "fuse-siblings", "fuse-layer-norm", "fuse-ops", "plan-memory"]
+    assert isinstance(p.passes[0], PassGroup) and p.passes[0].max_iterations == 8
+    assert parse_pipeline("O0").text() == ONNX_PASSES
+
+
+@pytest.mark.parametrize("text,words", [
+    ("fold-constants,unroll-rnn", "must come before the graph passes; it follows 'fold-constants'"),
+    ("fixed-point(unroll-rnn,fold-constants)", "passes of one level"),
+    ("fixed-point(fixed-point(unroll-rnn))", "cannot hold a group"),
+    ("fixed-point{max-iterations=0}(unroll-rnn)", "at least 1"),
+    ("fixed-point{rounds=2}(unroll-rnn)", "unknown option 'rounds' for fixed-point; valid options: max-iterations"),
+    ("fixed-point(unroll-rnn", "unbalanced"),
+    ("fixed-point(unroll-rnn)x", "text after the closing ')'"),
+])
+def test_malformed_groups_and_levels(text: str, words: str) -> None:
+    with pytest.raises(CompileError) as info:
+        parse_pipeline(text)
+    assert info.value.stage == "request" and words in info.value.message
 
 
 def test_unknown_pass_is_named_with_valid_list() -> None:
@@ -81,8 +123,8 @@ def test_malformed_pipelines(text: str, words: str) -> None:
 
 def test_a_preset_in_a_list_expands_in_place_and_quantize_runs_before_fusion() -> None:
     text = parse_pipeline("O2,quantize{dtype=int8}").text()
-    names = [p.name for p in parse_pipeline(text).passes]
+    names = [p.name for p in parse_pipeline(text).level("graph").passes]
     assert names[-3:] == ["quantize", "fuse-ops", "plan-memory"] and names[0] == "fold-qdq"
     assert parse_pipeline(text).text() == text  # the canonical text prints back to itself
-    assert [p.name for p in parse_pipeline("fold-constants,O1").passes] == ["fold-constants", "fold-constants",
-                                                                            "simplify", "eliminate-dead-code"]
+    with pytest.raises(CompileError, match="must come before the graph passes"):  # O1 starts with ONNX_PASSES
+        parse_pipeline("fold-constants,O1")

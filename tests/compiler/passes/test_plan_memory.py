@@ -29,7 +29,7 @@ def test_chain_reuses_two_slots_and_leaves_out_inputs_and_outputs():
     g = from_onnx(_chain())
     ctx = PassContext()
     result = PlanMemory().run(g, ctx)
-    plan = ctx.artifacts["memory_plan"]
+    plan = ctx.artifacts.memory_plan
     assert isinstance(plan, MemoryPlan) and g.metadata["memory_plan"] is plan
     assert not result.changed
     assert plan.to_dict() == {
@@ -61,7 +61,7 @@ def test_fused_schedule_has_no_buffers_inside_groups():
     FuseOps().run(g, PassContext())
     ctx = PassContext()
     PlanMemory().run(g, ctx)
-    assert ctx.artifacts["memory_plan"].to_dict()["buffers"] == [
+    assert ctx.artifacts.memory_plan.to_dict()["buffers"] == [
         {"value": "r", "offset": 0, "size": 128, "first": 0, "last": 1}]
 
 
@@ -118,6 +118,6 @@ def test_light_resnet50_o2_fusion_and_arena_targets():
     alone = [ops for _, ops in convs if ops == ["Conv"]]
     assert len(alone) == 4  # the projection shortcuts: their Sum is the other Conv's epilogue
     assert sum(ops == ["Conv", "Sum", "Relu"] for _, ops in convs) == 16
-    plan = ctx.artifacts["memory_plan"]
+    plan = ctx.artifacts.memory_plan
     assert plan.no_sharing_bytes >= 5 * plan.arena_bytes
     assert plan.arena_bytes <= 1.1 * plan.lower_bound_bytes

@@ -78,7 +78,12 @@ def test_nonzero_output_compiles_bounded_and_verifies_against_onnxruntime() -> N
 def test_pass_timeline_shows_the_bounded_form() -> None:
     res = compiler.compile(nonzero_model(), backend=False)
     assert res.ok, res.error
-    for event in res.of_type("pass.finished"):  # every snapshot of the timeline
+    passes = res.of_type("pass.finished")
+    bound = next(e for e in passes if e["name"] == "bound-outputs")
+    assert bound["changed"] and bound["remarks"][0]["message"].startswith("bounded NonZero 'nz': result padded to its upper bound")
+    assert "[nz] idx = NonZero (r)" in passes[bound["index"] - 1]["ir"]  # the ONNX text before the rewrite ...
+    assert "idx__count" in bound["ir"] and "= NonZero (" not in bound["ir"]  # ... and after it
+    for event in passes[bound["index"] + 1:]:  # every graph-IR snapshot of the timeline
         assert "return %idx, %idx__count" in event["ir"] and "NonZero(" not in event["ir"]
 
 

@@ -94,7 +94,11 @@ def test_float16_conv_relu_verifies_against_onnxruntime() -> None:
         {"name": "y", "role": "output", "storage": "float16", "compute": "float32"}]
     assert r.model["storage"]["notes"][0].startswith("float16 storage computed in float32")
     assert r.of_type("compile.started")[0]["model"]["storage"] == r.model["storage"]
-    ir = r.of_type("pass.finished")[0]["ir"]
+    passes = r.of_type("pass.finished")
+    legal = next(e for e in passes if e["name"] == "legalize-narrow-types")
+    assert legal["changed"] and "float16 ×" in legal["remarks"][0]["message"]
+    assert "g (float16[1,3,8,8] x)" in passes[legal["index"] - 1]["ir"] and "g (float[1,3,8,8] x)" in legal["ir"]
+    ir = next(e for e in passes if e["level"] == "graph")["ir"]
     assert "graph @g(%x: f32[1, 3, 8, 8])" in ir and "f16" not in ir
     assert r.graph is not None and r.graph.metadata["storage_types"] == {"inputs": {"x": F16}, "outputs": {"y": F16}}
     json.loads(r.to_json())
