@@ -207,8 +207,6 @@ def _reduction_order(value: Expr, levels: list[tuple[Var, int]]) -> list[tuple[V
 
 
 def _zero() -> Expr:
-    from .ir import Int
-
     return Int(0)
 
 

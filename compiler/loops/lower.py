@@ -42,7 +42,24 @@ from . import (  # noqa: F401  (issue 6: conformance lowerings)
     ops_text,
 )
 from .compute import Lowering
-from .ir import Buffer, Expr, Float, Int, PrimFunc, Seq, Stmt, walk_stmts
+from .ir import (
+    Allocate,
+    Bin,
+    Buffer,
+    Call,
+    Expr,
+    Float,
+    For,
+    If,
+    Int,
+    PrimFunc,
+    Select,
+    Seq,
+    Stmt,
+    children,
+    walk_stmts,
+)
+from .ir import Store as St
 from .registry import LOWERINGS, LowerCtx, is_complex
 from .sequential import SEQUENTIAL
 from .tensor import Tensor, from_buffer
@@ -280,9 +297,6 @@ def _np(dt: str) -> str:
 
 def count_flops(s: Stmt) -> int:
     """Floating-point operations the loop nest executes (fma = 2; exp, tanh ... = 1 each)."""
-    from .ir import Bin, Call, For, Select, children
-    from .ir import Store as St
-
     def ops(e) -> int:  # type: ignore[no-untyped-def]
         n = 0
         if isinstance(e, Bin) and e.dtype in ("f32", "f64") and e.op in ("+", "-", "*", "/", "min", "max"):
@@ -305,8 +319,6 @@ def count_flops(s: Stmt) -> int:
 
 
 def _kids(s: Stmt) -> list[Stmt]:
-    from .ir import Allocate, If
-
     if isinstance(s, Seq):
         return s.stmts
     if isinstance(s, Allocate | If):

@@ -27,6 +27,7 @@ from .ir import (
     emax,
     emin,
     floordiv,
+    floormod,
     land,
     mul,
     select,
@@ -320,7 +321,6 @@ def _gather(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
 def _tile(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
-    from .ir import floormod
     return [Tensor(ctx.out_shape(node), x.dtype, lambda i: x[[floormod(i[k], x.shape[k]) for k in range(x.rank)]])]
 
 

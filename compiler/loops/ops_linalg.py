@@ -13,6 +13,7 @@ factors come from compile-time tables indexed by ``k * n mod L`` (exact zeros wh
 
 from __future__ import annotations
 
+import itertools
 import string
 
 import numpy as np
@@ -212,8 +213,6 @@ def _col2im(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
 def _det(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """Det of the trailing n x n matrices by the Leibniz formula (sum over the n! permutations of
     signed products): exact in structure, meant for the small matrices (n <= 5) of inference graphs."""
-    import itertools
-
     x = ins[0]
     assert x is not None
     n = x.shape[-1]

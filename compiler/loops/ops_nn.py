@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import Node
 from .compute import reduce_
 from .ir import Bin, Expr, Float, Int, Var, add, call, emax, emin, floordiv, land, mul, select, sub
+from .ops_reduce import identity, red
 from .registry import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to, norm_axis, reshape
 
@@ -235,8 +236,6 @@ def _pool(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         pos, cond = _window(o, rv, st, dil, pb, in_sp, out_sp, ks)
         xv = x[[n, c] + pos]
         if is_max and x.dtype not in ("f32", "f64"):  # an integer MaxPool (int8 after fold-qdq)
-            from .ops_reduce import identity, red
-
             low = identity("max", x.dtype)
             return red("max", rk, xv if cond is None else select(cond, xv, low))
         if is_max:

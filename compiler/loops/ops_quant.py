@@ -15,7 +15,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Node
-from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, floordiv, mul, select, sub
+from .ir import (
+    Bin,
+    Buffer,
+    Cast,
+    Expr,
+    Float,
+    Int,
+    Load,
+    Var,
+    add,
+    call,
+    emax,
+    emin,
+    floordiv,
+    mul,
+    select,
+    sub,
+)
 from .ops_nn import _geom, _window
 from .ops_qlinear import multiplier, requantize
 from .ops_reduce import red
@@ -204,8 +221,6 @@ def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
 def _bitcast(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     """BitCast between types of the same width: the input buffer is read as the output type (a
     load of the same memory with another element type, as ``reinterpret_cast``)."""
-    from .ir import Buffer, Load, Var
-
     x = ins[0]
     assert x is not None
     dt = ctx.out_dtype(node)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ir import Node
 from . import ops_elementwise  # noqa: F401  (registers first: Resize, Upsample here replace its)
-from .ir import Bin, Expr, Float, Int, mul, select
+from .ir import Bin, Cast, Expr, Float, Int, mul, select
 from .ops_reduce import red
 from .registry import LowerCtx, bad, register
 from .tensor import Tensor
@@ -189,7 +189,6 @@ def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
             src = [tabs[a][0][[i[a], taps[a][0]]] if a in tabs else i[a] for a in range(r)]
             body: Expr = x[src]
             if body.dtype != fdt:
-                from .ir import Cast
                 body = Cast(fdt, body)
             for a in tabs:
                 body = mul(body, tabs[a][1][[i[a], taps[a][0]]])  # type: ignore[index]
