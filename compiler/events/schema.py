@@ -172,6 +172,9 @@ class AccuracyOutput(TypedDict):
 class AccuracyFallback(TypedDict):
     node: str
     layer_sqnr_db: Number
+    input_sqnr_db: NotRequired[Annotated[Number | None, Doc(
+        "The lowest SQNR of the layer's quantized inputs (dB; null: none); the fallback returns the layer that "
+        "adds the most noise (input_sqnr_db - layer_sqnr_db) first.")]]
     output_sqnr_db_before: Number
     output_sqnr_db_after: Number
     passed: bool
@@ -304,7 +307,7 @@ class ModelTimed(TypedDict):
     threads: NotRequired[Annotated[int, Doc(
         "The threads Prism's parallel loops and ONNX Runtime's intra-op pool ran on, in the same child.")]]
     prism_ms_1t: NotRequired[Annotated[Number, Doc("prism_ms at 1 thread, when threads > 1.")]]
-    precision: NotRequired[Annotated[str, Doc('Present for a quantized compilation: the precision Prism ran at ("int8").')]]
+    precision: NotRequired[Annotated[str, Doc('Present for a quantized compilation: the precision Prism ran at ("int8", "bf16", "fp16").')]]
     onnxruntime_int8_ms: NotRequired[Annotated[Number | None, Doc("ONNX Runtime on the equivalent QDQ model, same run.")]]
     ratio_int8: NotRequired[Annotated[Number | None, Doc("prism_ms / onnxruntime_int8_ms.")]]
     notes: NotRequired[list[str]]

@@ -21,18 +21,22 @@ from .calibrate import run_fp32
 
 
 def evaluate(fp32: Any, qdq: Any, layers: list[tuple[str, str, str]], outputs: list[str],
-             data: Mapping[str, np.ndarray], min_sqnr_db: float, min_top1: float) -> dict[str, Any]:
-    """``{"layers": [{"node", "sqnr_db", "max_abs_error"}], "outputs": {name: compare(...)}, "passed",
-    "reasons"}``; ``layers`` are ``(node, FP32 tensor, dequantized tensor)``."""
-    acc = {n: [0.0, 0.0, 0.0] for n, _, _ in layers}  # ||x||^2, ||x - y||^2, max |x - y|
+             data: Mapping[str, np.ndarray], min_sqnr_db: float, min_top1: float,
+             inputs: Mapping[str, list[tuple[str, str]]] | None = None) -> dict[str, Any]:
+    """``{"layers": [{"node", "sqnr_db", "max_abs_error", "input_sqnr_db"}], "outputs": {name: compare(...)},
+    "passed", "reasons"}``; ``layers`` are ``(node, FP32 tensor, dequantized tensor)`` at each layer's output,
+    ``inputs`` {node: [(FP32 tensor, dequantized tensor)]} its quantized inputs: ``input_sqnr_db`` is the
+    lowest SQNR among them (None without any), so that ``input_sqnr_db - sqnr_db`` is the noise the layer
+    itself adds (its weight and output rounding), not the noise it receives."""
+    pairs = {(t, d) for _, t, d in layers} | {p for ps in (inputs or {}).values() for p in ps}
+    acc = {p: [0.0, 0.0, 0.0] for p in pairs}  # ||x||^2, ||x - y||^2, max |x - y|
     xs: dict[str, list[np.ndarray]] = {o: [] for o in outputs}
     ys: dict[str, list[np.ndarray]] = {o: [] for o in outputs}
-    ref = run_fp32(fp32, [t for _, t, _ in layers], data)
-    got = run_fp32(qdq, [t for _, _, t in layers], data)
+    ref = run_fp32(fp32, sorted({t for t, _ in pairs}), data)
+    got = run_fp32(qdq, sorted({d for _, d in pairs}), data)
     for a, b in zip(ref, got, strict=True):
-        for node, t, d in layers:
+        for (t, d), s in acc.items():
             x, y = a[t].astype(np.float64), b[d].astype(np.float64)
-            s = acc[node]
             s[0] += float(np.sum(x * x))
             s[1] += float(np.sum((x - y) ** 2))
             s[2] = max(s[2], float(np.abs(x - y).max(initial=0.0)))
@@ -40,10 +44,14 @@ def evaluate(fp32: Any, qdq: Any, layers: list[tuple[str, str, str]], outputs: l
             xs[o].append(a[o])
             ys[o].append(b[o])
     rows = []
-    for node, _, _ in layers:
-        sig, noise, mx = acc[node]
-        db = 999.0 if noise == 0 else (-999.0 if sig == 0 else round(10 * math.log10(sig / noise), 3))
-        rows.append({"node": node, "sqnr_db": db, "max_abs_error": mx})
+    for node, t, d in layers:
+        ins = [_db(*acc[p][:2]) for p in (inputs or {}).get(node, [])]
+        rows.append({"node": node, "sqnr_db": _db(*acc[(t, d)][:2]), "max_abs_error": acc[(t, d)][2],
+                     "input_sqnr_db": min(ins) if ins else None})
     outs = {o: compare(np.stack(xs[o]), np.stack(ys[o])) for o in outputs}
     passed, reasons = criterion(outs, min_sqnr_db, min_top1)
     return {"layers": rows, "outputs": outs, "passed": passed, "reasons": reasons}
+
+
+def _db(sig: float, noise: float) -> float:
+    return 999.0 if noise == 0 else (-999.0 if sig == 0 else round(10 * math.log10(sig / noise), 3))

@@ -165,8 +165,9 @@ class ReducedSession(QuantSession):
     def evaluate(self, exclude: set[str]) -> dict[str, Any]:
         layers = self.plan(exclude)
         self.qdq_model = reduced_onnx(self.fp32, layers, self.precision)
+        inputs = {lay.node: [(lay.input, f"{lay.input}__{self.precision}_f32")] for lay in layers}
         return evaluate(self.fp32, self.qdq_model, [(lay.node, lay.output, lay.output) for lay in layers],
-                        self.outputs, self.data, float(self.opts["min-sqnr"]), float(self.opts["min-top1"]))
+                        self.outputs, self.data, float(self.opts["min-sqnr"]), float(self.opts["min-top1"]), inputs)
 
     def reduced_remarks(self, final: set[str], report: dict[str, Any], p: Any) -> list[Any]:
         by = {r["node"]: r for r in report["layers"]}

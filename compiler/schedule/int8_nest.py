@@ -146,7 +146,7 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
     def store(mo: Expr, nt: Expr, mi: Expr, ni: Expr) -> Stmt:
         m, n = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
         mapping = dict(zip([v.name for v in vs[:-1]], unravel(m, lead), strict=True)) | {vs[-1].name: n}
-        conds = [Bin("<", n, Int(n_n))] if n_n % nr else []
+        conds: list[Expr] = [Bin("<", n, Int(n_n))] if n_n % nr else []
         return _epilogue_store(epi, Load(Buffer("acc", acc_t, (mr, nr), "local"), (mi, ni)), mapping, out2, (m, n),
                                conds)
 
@@ -233,7 +233,7 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
         def packed(kg: Expr, vals: Callable[[int], Expr | None]) -> Stmt:  # noqa: F811
             def one(ox: Expr) -> Stmt:
                 oy = add(mul(vb, rows), vy2)
-                taps = []
+                taps: list[Expr | None] = []
                 for j in range(group):
                     k = vals(j)
                     if k is None:
@@ -258,7 +258,7 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
     def store(mo: Expr, nt: Expr, mi: Expr, ni: Expr) -> Stmt:
         c_out, n_local = add(mul(mo, mr), mi), add(mul(nt, nr), ni)
         p = add(mul(vb, blk), n_local)
-        conds = []
+        conds: list[Expr] = []
         if cols != blk:
             conds.append(Bin("<", n_local, Int(blk)))
         if n_pix % blk:

@@ -247,7 +247,7 @@ export interface ModelTimed extends EventBase {
   threads?: number;
   /** prism_ms at 1 thread, when threads > 1. */
   prism_ms_1t?: number;
-  /** Present for a quantized compilation: the precision Prism ran at ("int8"). */
+  /** Present for a quantized compilation: the precision Prism ran at ("int8", "bf16", "fp16"). */
   precision?: string;
   /** ONNX Runtime on the equivalent QDQ model, same run. */
   onnxruntime_int8_ms?: number | null;
@@ -334,6 +334,8 @@ export interface AccuracyCriterion {
 export interface AccuracyFallback {
   node: string;
   layer_sqnr_db: number;
+  /** The lowest SQNR of the layer's quantized inputs (dB; null: none); the fallback returns the layer that adds the most noise (input_sqnr_db - layer_sqnr_db) first. */
+  input_sqnr_db?: number | null;
   output_sqnr_db_before: number;
   output_sqnr_db_after: number;
   passed: boolean;

@@ -94,7 +94,7 @@ describe("summary: precision card", () => {
     expect(text).toContain("criterion met");
     expect(text).toContain("0.50× ONNX Runtime FP32");
     expect(text).toContain("0.80× ONNX Runtime INT8");
-    expect(text).toContain("add back to FP32 (its SQNR 8.1 dB): worst output 15.2 dB → 39.3 dB");
+    expect(text).toContain("add back to FP32 (SQNR 8.1 dB across it): worst output 15.2 dB → 39.3 dB");
     const order = [...card.querySelectorAll("table.layers tbody tr")].map((tr) => tr.getAttribute("data-node"));
     expect(order).toEqual(["conv2", "conv1", "fc", "add"]);
     (card.querySelector('button[data-sort="max_abs_error"]') as HTMLButtonElement).click();

@@ -79,7 +79,7 @@ export function precisionCard(ctx: PaneContext, acc: ModelAccuracy): HTMLElement
       h("tbody", null, ...outs.map(([name, o]) => h("tr", null, h("td", null, h("code", null, name)), h("td", { class: "num" }, fmtDb(o.sqnr_db)),
         h("td", { class: "num" }, fmtSci(o.max_abs_error)), h("td", { class: "num" }, fmtSci(o.max_rel_error)),
         h("td", { class: "num" }, o.top1 === undefined ? "–" : `${fmtNum(100 * o.top1)}%`), h("td", { class: "num" }, o.top5 === undefined ? "–" : `${fmtNum(100 * o.top5)}%`))))),
-    acc.fallbacks.length ? h("ul", { class: "fallbacks" }, ...acc.fallbacks.map((f) => h("li", null, `${f.node} back to FP32 (its SQNR ${fmtDb(f.layer_sqnr_db)}): worst output ${fmtDb(f.output_sqnr_db_before)} → ${fmtDb(f.output_sqnr_db_after)}`))) : null,
+    acc.fallbacks.length ? h("ul", { class: "fallbacks" }, ...acc.fallbacks.map((f) => h("li", null, `${f.node} back to FP32 (SQNR ${f.input_sqnr_db === undefined || f.input_sqnr_db === null ? "" : `${fmtDb(f.input_sqnr_db)} → `}${fmtDb(f.layer_sqnr_db)} across it): worst output ${fmtDb(f.output_sqnr_db_before)} → ${fmtDb(f.output_sqnr_db_after)}`))) : null,
     h("div", { class: "table-scroll" }, h("table", { class: "grid layers" }, h("thead", null, head), tbody)),
     h("p", { class: "muted" }, acc.method));
 }
