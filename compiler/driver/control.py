@@ -23,13 +23,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..errors import CompileError
 from ..events import EventStream
 from ..frontend.input_values import input_uses, value_inputs
 from ..frontend.value_types import value_types
 from ..runtime.control import ControlProgram, Part, Step
+from ..runtime.pool import check_threads
 from .stages import run_stages
 from .state import Compilation
 
@@ -259,8 +260,11 @@ class _Planner:
             steps.append(Step("part", label, [part], ins, part.outputs))
         inputs = [(vi.name, str(self.types[vi.name][1]), tuple(self.types[vi.name][0])) for vi in self.proto.graph.input
                   if vi.name not in self.inits]
-        return ControlProgram(inputs=inputs, outputs=[(o, "value", o) for o in outs], steps=steps,
-                              pipeline=self.comp.pipeline.text() if self.comp.pipeline is not None else "")
+        read = {x for s in steps if s.kind != "part" for x in s.inputs}  # a Loop's M, an initial carried value ...
+        constants = {x: numpy_helper.to_array(self.inits[x]) for x in read if x in self.inits}
+        return ControlProgram(inputs=inputs, outputs=[(o, "value", o) for o in outs], steps=steps, constants=constants,
+                              pipeline=self.comp.pipeline.text() if self.comp.pipeline is not None else "",
+                              threads=check_threads(self.comp.request.threads))
 
 
 def _np(d: Any) -> Any:

@@ -17,6 +17,7 @@ from ..errors import CompileError
 from ..events import EventStream
 from ..frontend.dim_range import check_dim_ranges, ranged_axes, shapes_at
 from ..runtime.dim_range import DimRangeProgram
+from ..runtime.pool import check_threads
 from .stages import run_stages
 from .state import Compilation
 
@@ -57,7 +58,7 @@ def compile_dim_range(comp: Compilation) -> None:
         top = top or sub
     assert top is not None and comp.pipeline is not None
     comp.program = DimRangeProgram(programs=programs, dim=name, lo=lo, hi=hi, axes=ranged_axes(shapes, name),
-                                   pipeline=comp.pipeline.text())
+                                   pipeline=comp.pipeline.text(), threads=check_threads(req.threads))
     comp.reference, comp.trims, comp.checks[:] = top.reference, top.trims, top.checks
     comp.flat_outputs, comp.sequence_layout = top.flat_outputs, top.sequence_layout
     comp.graph, comp.kernels, comp.ctx = top.graph, top.kernels, top.ctx

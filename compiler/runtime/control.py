@@ -70,13 +70,14 @@ class ControlProgram(Program):
     entry function of its own (each part has one)."""
 
     steps: list[Step] = field(default_factory=list)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # initializers a step reads (a Loop's M ...)
 
     def __post_init__(self) -> None:
         parts = self.parts()
         self.arena_bytes = sum(int(p.arena_bytes) for p in parts)
         self.calls = [c for p in parts for c in p.calls]
         self.values = {k: v for p in parts for k, v in p.values.items() if v["kind"] == "heap"}
-        self.consts = [c for p in parts for c in p.consts]
+        self.consts = [c for p in parts for c in p.consts] + list(self.constants.values())
 
     def parts(self) -> list[Any]:
         return [p.program for s in self.steps for p in s.parts]
@@ -126,7 +127,7 @@ class ControlBound:
         """Run every step (module docstring). With ``progress``, append ``start <step>`` before each
         and ``done`` at the end, as ``Bound.run`` does per kernel. Raises CompileError(stage="run")
         for a condition that is not one element or a Loop body whose carried value changes shape."""
-        env = dict(self.inputs)
+        env = {**self.prog.constants, **self.inputs}
         fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if progress is not None else None
         try:
             for step, runners in zip(self.prog.steps, self._runners, strict=True):
