@@ -96,8 +96,8 @@ class _Runner:
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         if self.bound is None:
             self.bound = bind(self.part.program, arrays)
-        else:
-            self.bound.set_inputs(arrays)
+        else:  # the arrays have the dtypes and shapes compiled for (checked on the first call)
+            self.bound.feed(arrays)
         self.bound.run()
         return self.bound.outputs()
 
@@ -118,6 +118,9 @@ class ControlBound:
         self.set_inputs(inputs)
         self._runners = [[_Runner(p) for p in s.parts] for s in prog.steps]
         self._env: dict[str, np.ndarray] = {}
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> None:
+        self.set_inputs(inputs)
 
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         checked = check_inputs(self.prog, inputs)  # a scalar comes back one-dimensional

@@ -77,5 +77,8 @@ class DimRangeBound:
         else:
             self.bound.set_inputs(inputs)
 
+    def feed(self, inputs: Sequence[np.ndarray]) -> None:
+        self.set_inputs(inputs)
+
     def __getattr__(self, name: str) -> Any:  # run, outputs, inputs, calls, entry, threads, prog
         return getattr(self.bound, name)

@@ -267,6 +267,15 @@ class Bound:
             if name in self._arrays:
                 self._arrays[name][...] = x.reshape(shape)
 
+    def feed(self, inputs: Sequence[np.ndarray]) -> None:
+        """:meth:`set_inputs` without the checks, for a caller whose arrays have the dtypes and shapes
+        compiled for (the runtime's control flow, ``compiler.runtime.control``, once per iteration)."""
+        for (name, _, _), x in zip(self.prog.inputs, inputs, strict=True):
+            self.inputs[name] = x
+            buf = self._arrays.get(name)
+            if buf is not None:
+                buf[...] = x  # (numpy's setitem: a fraction of np.copyto's call cost for small arrays)
+
     def run(self, progress: Path | None = None, per_kernel: bool = False) -> None:
         """Run the model: one call of the entry function, or, with ``per_kernel`` or ``progress`` (or
         for a program without an entry function), one ``ctypes`` call per kernel in order. With
