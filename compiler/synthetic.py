@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Any
 
 import numpy as np
 import onnx
@@ -52,7 +53,7 @@ class _Builder:
         w = self.rng.standard_normal(shape).astype(np.float32) / np.float32(math.sqrt(fan_in))
         return self.const(w, base)
 
-    def op(self, op_type: str, inputs: list[str], **attrs: object) -> str:
+    def op(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
         out = self.name(op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=self.name(op_type), **attrs))
         return out

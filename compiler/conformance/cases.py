@@ -135,14 +135,14 @@ def node_cases() -> list[Case]:
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        raw = sorted(collect_testcases(), key=lambda c: c.name)
-    single = {c.name: c.model.graph.node[0].op_type for c in raw if len(c.model.graph.node) == 1}
+        raw = [(c, c.model) for c in sorted(collect_testcases(), key=lambda c: c.name) if c.model is not None]
+    single = {c.name: m.graph.node[0].op_type for c, m in raw if len(m.graph.node) == 1}
     out = []
-    for c in raw:
-        doms = tuple(sorted({n.domain for n in c.model.graph.node}))
-        sets = [([_normalize(x) for x in i], [_normalize(x) for x in o]) for i, o in c.data_sets]
-        out.append(Case(c.name, "node", _node_op(c.name, c.model, single), float(c.rtol), float(c.atol), c.model,
-                        sets, domains=doms))
+    for c, m in raw:
+        doms = tuple(sorted({n.domain for n in m.graph.node}))
+        sets = [([_normalize(x) for x in i], [_normalize(x) for x in o]) for i, o in c.data_sets or []]
+        out.append(Case(c.name, "node", _node_op(c.name, m, single), float(c.rtol), float(c.atol), m, sets,
+                        domains=doms))
     return out
 
 

@@ -88,8 +88,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             model, data_sets = c.model, c.data_sets
         else:
             model, data_sets = onnx.load_model_from_string(job["model"]), job["data_sets"]
+        assert model is not None, "Case.load sets the model"
+        data_sets = data_sets or []
         rep = PrismBackend.prepare(model, "CPU", pipeline=job.get("pipeline", "O2"), isolate=False)
-        for k, (ins, outs) in enumerate(data_sets or []):
+        for k, (ins, outs) in enumerate(data_sets):
             got = list(rep.run(list(ins)))
             msg = compare(got, list(outs), job["rtol"], job["atol"])
             if msg:
