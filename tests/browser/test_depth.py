@@ -323,6 +323,14 @@ def test_time_on_the_graph(stack, page, tmp_path):
     assert "2 of 2 kernels timed" in page.inner_text(".graph-legend")
     defects = graph_label_defects(page)
     assert defects["overlapping"] == 0 and not defects["cut"], defects
+    # The minimap: every top-level box in its time colour, the view framed; a click moves the view.
+    mm = page.evaluate("""() => [...document.querySelectorAll('.graph-minimap rect.mm-cluster')].map(r => r.getAttribute('fill'))""")
+    assert sorted(mm) == sorted(c["fill"] for c in clusters), mm
+    before = page.get_attribute(".graph-world", "transform")
+    box = page.locator(".graph-minimap").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.95)
+    assert page.get_attribute(".graph-world", "transform") != before
+    page.click(".graph-controls button[title='Fit to view']")
     # The node panel lists every input with its type, the weight included.
     page.click(".graph-svg .gnode.op:has-text('Conv')")
     page.wait_for_selector(".graph-side .node-inputs")

@@ -9,6 +9,7 @@ import type { FusedGroup, FusedNode } from "../events";
 import { fmtDb, type NodePrecision } from "../precision";
 import { edgeLabelText, groupColour, groupStroke, type BuiltGraph } from "./build";
 import { heatBand, heatInk, timeShares, UNTIMED_COLOUR } from "./heat";
+import { minimap } from "./minimap";
 
 export interface DrawInput {
   laid: ElkNode;
@@ -24,6 +25,8 @@ export interface DrawInput {
 
 export interface Drawing {
   readonly svg: SVGSVGElement;
+  /** The whole graph small, with the part in view framed (minimap.ts); the pane puts it in a corner. */
+  readonly minimap: SVGSVGElement;
   /** Marks one box as selected (op id or `g:<group>`); returns its centre, if drawn. */
   select(id: string | null): { x: number; y: number } | null;
   centerOn(p: { x: number; y: number }): void;
@@ -180,9 +183,17 @@ export function draw(input: DrawInput): Drawing {
   let tx = 0;
   let ty = 0;
   let k = 1;
+  const mini = minimap(laid, built, (id) => boxes.get(id)?.querySelector("rect")?.getAttribute("fill") ?? "#dde1e7", (x, y) => {
+    const r = root.getBoundingClientRect();
+    tx = r.width / 2 - x * k;
+    ty = r.height / 2 - y * k;
+    apply();
+  });
   const apply = () => {
     world.setAttribute("transform", `translate(${tx},${ty}) scale(${k})`);
     root.classList.toggle("far", k < 0.55);
+    const r = root.getBoundingClientRect();
+    mini.setView(tx, ty, k, r.width, r.height);
   };
   const zoomAt = (f: number, cx: number, cy: number) => {
     const nk = Math.min(4, Math.max(0.02, k * f));
@@ -213,6 +224,7 @@ export function draw(input: DrawInput): Drawing {
   let selected: string | null = null;
   return {
     svg: root,
+    minimap: mini.el,
     paintTimes(kernelUs, heat) {
       const shares = timeShares(kernelUs);
       for (const [kernel, p] of paintable) {
@@ -226,6 +238,7 @@ export function draw(input: DrawInput): Drawing {
         if (band && heat) p.rect.closest("g")?.setAttribute("data-heat", band.label);
         else p.rect.closest("g")?.removeAttribute("data-heat");
       }
+      mini.repaint();
     },
     select(id) {
       if (selected) boxes.get(selected)?.classList.remove("selected");

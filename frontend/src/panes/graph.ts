@@ -147,7 +147,7 @@ export function graphPane(): Pane {
         ? nodePrecisions(f.nodes, ctx?.state.accuracy) : undefined;
       drawing = draw({ laid: graph, built, nodes, groups, kernelUs, precision, onSelect: select });
       paint();
-      replace(canvas, drawing.svg);
+      replace(canvas, drawing.svg, drawing.minimap);
       markCommented();
       drawing.home();
       replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
