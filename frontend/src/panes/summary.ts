@@ -83,6 +83,18 @@ function ioTable(inputs: TensorInfo[], outputs: TensorInfo[], bound: Record<stri
   return h("table", { class: "io" }, h("tbody", null, ...inputs.map((i) => row("input", i)), ...outputs.map((o) => row("output", o))));
 }
 
+/**
+ * The bound shapes of `names` from the latest pass whose IR binds them (the ONNX-level passes at
+ * the head of a pipeline print the graph before its shapes are specialized).
+ */
+function lastBound(state: CompilationState, names: string[]): Record<string, number[]> {
+  for (let i = state.passes.length - 1; i >= 0; i--) {
+    const b = boundShapes(state.passes[i].ir, names);
+    if (Object.keys(b).length) return b;
+  }
+  return {};
+}
+
 /** Text with every number ("9.54e-7", "1.63e+1", "0.5") in a span that does not wrap, so a line may break between words but never at an exponent's "-". */
 export function unbrokenNumbers(text: string): (string | HTMLElement)[] {
   const out: (string | HTMLElement)[] = [];
@@ -148,7 +160,7 @@ export function summaryPane(): Pane {
           s
             ? h("div", null,
                 h("p", null, h("strong", { class: "model-file" }, meta?.model.name || s.model.name), meta?.model.name && meta.model.name !== s.model.name ? h("span", { class: "muted" }, ` · graph ${s.model.name}`) : "", ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
-                ioTable(s.model.inputs, s.model.outputs, { ...boundShapes(state.passes[0]?.ir, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values),
+                ioTable(s.model.inputs, s.model.outputs, { ...lastBound(state, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values),
                 storageBlock(s.model.storage),
                 h("details", null, h("summary", null, `Pipeline: ${splitPipeline(s.pipeline).length} passes`), h("ol", { class: "pipeline-list" }, ...splitPipeline(s.pipeline).map((p) => h("li", null, h("code", null, p.name), p.options ? h("code", { class: "muted" }, `{${p.options}}`) : null)))),
               )
