@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import urllib.request
 from urllib.parse import urlsplit
 
 from websockets.exceptions import ConnectionClosed
@@ -27,11 +28,27 @@ from websockets.sync.client import connect
 # WebSocket close codes of explorer/compilations/messages.py
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+CLOSE_EVENT_TOO_LARGE = 4413  # the next event is over the WebSocket message limit: read it over HTTP
 TERMINAL = ("compile.finished", "compile.failed")
 MAX_RESUMES = 5  # reconnections after a dropped connection, each with ?after=<last seq received>
 
 SUMMARY_KEYS = ("index", "name", "kernel", "duration_ms", "changed", "median_us", "prism_ms",
                 "onnxruntime_ms", "ratio", "passed", "max_abs_error", "stage", "message")
+
+
+def stored_events(server: str, comp_id: str, after: int, headers: dict | None) -> list[dict]:
+    """Every stored event with seq > `after`, page by page from GET /api/compilations/<id>/events
+    (no message size limit there)."""
+    events: list[dict] = []
+    while True:
+        req = urllib.request.Request(f"{server}/api/compilations/{comp_id}/events?after={after}",
+                                     headers={"Accept": "application/json", **(headers or {})})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            page = json.load(resp)
+        events += page["events"]
+        if not page["events"] or page.get("complete"):
+            return events
+        after = page["events"][-1]["seq"]
 
 
 def summary(event: dict) -> str:
@@ -112,6 +129,13 @@ def main() -> int:
                 break  # every event arrived; only the closing handshake was cut short
             if code == CLOSE_NOT_FOUND:
                 print(f"no compilation {args.id} on {server}", file=sys.stderr)
+            elif code == CLOSE_EVENT_TOO_LARGE:
+                for event in stored_events(server, comp_id, after if last is None else last["seq"], headers):
+                    last = event
+                    print(json.dumps(event) if args.json else summary(event), flush=True)
+                if last is not None and last["type"] in TERMINAL:
+                    break
+                continue
             elif code == CLOSE_BAD_REQUEST:
                 print(f"--after {args.after} is not a valid seq", file=sys.stderr)
             elif code is None and drops < MAX_RESUMES:

@@ -10,7 +10,9 @@ are hints (it drops messages when a channel is full or a message expires, DESIGN
 whose seq is the next expected is sent as it came; one beyond it makes the consumer read the gap
 from the database first; one at or below the last sent is a late duplicate and is dropped. A
 periodic poll reads the database while no terminal event has been sent, so that a dropped *last*
-event is found too. After the terminal event the server closes the socket with code 1000.
+event is found too. After the terminal event the server closes the socket with code 1000; before
+an event too large for one WebSocket message it closes with 4413 (`messages.CLOSE_EVENT_TOO_LARGE`)
+and the client reads that event over HTTP.
 
 Clients resume: daphne's WebSocket layer (autobahn) aborts a closing handshake that the client has
 not answered within 1 s, and whatever a slow client had not read yet is lost with the connection
@@ -93,8 +95,10 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         while not self.finished:
             events = await self.read_events(self.next_seq - 1, REPLAY_BATCH)
             for event in events:
+                if self.finished:
+                    return sent
                 await self.deliver(event)
-            sent += len(events)
+                sent += 1
             if len(events) < REPLAY_BATCH:
                 break
         return sent
@@ -107,7 +111,14 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
             await self.close(code=1000)
 
     async def deliver(self, event: dict) -> None:
-        await self.send(text_data=json.dumps(event))
+        text = json.dumps(event)
+        if len(text.encode()) > messages.WS_MESSAGE_MAX_BYTES:
+            # Too large for one WebSocket message: the client reads it (and what follows) over HTTP
+            # and reconnects after it (messages.CLOSE_EVENT_TOO_LARGE).
+            self.finished = True
+            await self.close(code=messages.CLOSE_EVENT_TOO_LARGE)
+            return
+        await self.send(text_data=text)
         self.next_seq = event["seq"] + 1
         if event["type"] in TERMINAL_EVENT_TYPES:
             self.finished = True

@@ -6,7 +6,10 @@ Channel layer (worker -> consumers of a compilation's group):
 WebSocket (server -> browser): each text frame is one event, `{"seq","type","ts",...payload}`,
 exactly as stored (types and payloads: `compiler.events.schema`); after the terminal event
 (`compiler.events.TERMINAL_EVENT_TYPES`) the server closes with code 1000.
-WebSocket close codes: 4400 bad `after` parameter, 4404 unknown compilation.
+WebSocket close codes: 4400 bad `after` parameter, 4404 unknown compilation, 4413 the next event
+is larger than a WebSocket message may be (`WS_MESSAGE_MAX_BYTES`): the client reads the stored
+events from `GET /api/compilations/<id>/events?after=<last seq it holds>` (no size limit) and then
+reconnects after the last one it read.
 """
 
 EVENT_MESSAGE = "compilation.event"
@@ -14,6 +17,13 @@ EVENT_HANDLER = "compilation_event"  # Channels maps "compilation.event" to this
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
+CLOSE_EVENT_TOO_LARGE = 4413
+
+# The largest WebSocket message the server sends: daphne's --websocket-max-message-size default
+# (1 MiB), which autobahn applies to outgoing messages as well (it refuses to send a larger one and
+# the connection stalls). A larger event (a kernel's LLVM IR, a 5,000-node fusion graph) is read
+# over HTTP instead (CLOSE_EVENT_TOO_LARGE).
+WS_MESSAGE_MAX_BYTES = 1024 * 1024
 
 # Events larger than this (JSON bytes) travel through the channel layer as a seq-only hint.
 INLINE_EVENT_MAX_BYTES = 256 * 1024

@@ -234,7 +234,8 @@ export interface FeedCallbacks {
  * Follows a compilation's events: the stored ones from `/api/compilations/<id>/events`, then
  * `/ws/compilations/<id>/?after=<seq>` until the terminal event. On a dropped
  * connection it reconnects with the last seq it holds (back-off up to 10 s); when WebSockets
- * fail repeatedly it reads `/api/compilations/<id>/events?after=` instead.
+ * fail repeatedly it reads `/api/compilations/<id>/events?after=` instead. A close with code 4413
+ * (the next event is over the server's WebSocket message limit) is answered the same way at once.
  */
 export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
   let ws: WebSocket | null = null;
@@ -300,6 +301,13 @@ export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
     ws.onclose = (ev) => {
       ws = null;
       if (closed) return;
+      if (ev.code === 4413) {
+        // The next event is larger than a WebSocket message may be: read it (and what follows)
+        // over HTTP, then reconnect after the last one read.
+        failures = 0;
+        void poll();
+        return;
+      }
       if (ev.code === 4404) {
         closed = true;
         cb.onStatus("closed");

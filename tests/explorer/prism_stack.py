@@ -24,6 +24,8 @@ import httpx
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from explorer.compilations.messages import CLOSE_EVENT_TOO_LARGE
+
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("compile.finished", "compile.failed")
 
@@ -206,6 +208,18 @@ class Stack:
         return self.wait_for(compilation_id, lambda c: c["status"] in ("succeeded", "failed"),
                              timeout, "a final status")
 
+    def stored_events(self, compilation_id: str, after: int) -> list[dict]:
+        """Every stored event with seq > `after`, from GET /api/compilations/<id>/events (as the
+        browser reads the events too large for a WebSocket message)."""
+        events: list[dict] = []
+        with self.http() as c:
+            while True:
+                page = c.get(f"/api/compilations/{compilation_id}/events", params={"after": after}).json()
+                events += page["events"]
+                if not page["events"] or page["complete"]:
+                    return events
+                after = page["events"][-1]["seq"]
+
     def ws_events(self, compilation_id: str, after: int = -1, stop_after: int | None = None,
                   timeout: float = 300, read_delay: float = 0.0) -> list[dict]:
         """Events over the WebSocket until the server closes it (after the terminal event) or,
@@ -221,11 +235,12 @@ class Stack:
         """
         events: list[dict] = []
         deadline = time.monotonic() + timeout
-        for _attempt in range(4):
+        drops = 0
+        while drops < 4:
             since = events[-1]["seq"] if events else after
             ws_url = self.url.replace("http://", "ws://") + f"/ws/compilations/{compilation_id}/?after={since}"
             with connect(ws_url, max_size=None, open_timeout=30) as ws:
-                if _attempt == 0:
+                if drops == 0 and since == after:
                     time.sleep(read_delay)
                 while True:
                     left = deadline - time.monotonic()
@@ -240,8 +255,14 @@ class Stack:
                         clean = closed.rcvd is not None and closed.rcvd.code == 1000
                         if (ended and closed.rcvd is None) or (clean and (ended or not events)):
                             return events  # ended (a log that ended before `after` closes at once)
+                        if closed.rcvd is not None and closed.rcvd.code == CLOSE_EVENT_TOO_LARGE:
+                            events += self.stored_events(compilation_id, since if not events else events[-1]["seq"])
+                            if events and events[-1]["type"] in TERMINAL:
+                                return events
+                            break  # the large event came over HTTP: reconnect after it
                         if closed.rcvd is None or (clean and events):
                             self.resumes += 1
+                            drops += 1
                             break  # dropped, or closed with the tail lost: resume after the last event
                         raise AssertionError(
                             f"socket closed ({closed!r}) after seqs {[e['seq'] for e in events]}"

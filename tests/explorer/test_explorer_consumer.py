@@ -145,3 +145,29 @@ def test_resuming_beyond_the_end_of_a_log_that_then_ends_closes(make_compilation
         assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
 
     run_async(scenario())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_too_large_for_a_websocket_message_closes_with_4413_and_is_read_over_http(make_compilation, client):
+    """autobahn (under daphne) refuses to send a message over its limit and the socket stalls: the
+    consumer sends what comes before such an event, closes with 4413, and the event is served by
+    the HTTP events API, after which the socket resumes."""
+    comp = make_compilation(status="running")
+    big = event(2, "kernel.compiled", kernel="k", llvm_ir="x" * messages.WS_MESSAGE_MAX_BYTES)
+    store(comp, event(0), event(1), big, event(3))
+
+    async def scenario() -> None:
+        ws = WebsocketCommunicator(APP, f"/ws/compilations/{comp.id}/?after=-1")
+        assert (await ws.connect())[0]
+        assert await recv_seqs(ws, 2) == [0, 1]
+        assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": messages.CLOSE_EVENT_TOO_LARGE}
+        await ws.disconnect()
+        ws = WebsocketCommunicator(APP, f"/ws/compilations/{comp.id}/?after=2")  # after the HTTP read
+        assert (await ws.connect())[0]
+        assert await recv_seqs(ws, 1) == [3]
+        await ws.disconnect()
+
+    run_async(scenario())
+    page = client.get(f"/api/compilations/{comp.id}/events?after=1").json()
+    assert [e["seq"] for e in page["events"]] == [2, 3]
+    assert len(page["events"][0]["llvm_ir"]) == messages.WS_MESSAGE_MAX_BYTES
