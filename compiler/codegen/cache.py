@@ -24,7 +24,8 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-#: 256 MiB: about fifteen ResNet-50-sized models' kernels with their texts
+#: 256 MiB: the kernels of about 45 models the size of light_resnet50 or light_squeezenet (5.3-5.4 MiB each
+#: with their LLVM IR, optimized IR and assembly, measured)
 DEFAULT_KERNEL_CACHE_BYTES = 256 * 1024 * 1024
 ENV_KERNEL_CACHE_BYTES = "PRISM_KERNEL_CACHE_BYTES"
 
