@@ -32,13 +32,12 @@ from .control_flow import (
     _attr,
     _constant_value,
     _Ctx,
-    _scan,
     _shape_of,
     inline_body,
     loop_plan,
-    scan_plan,
     unroll_loop,
 )
+from .unroll_scan import _scan, scan_plan
 
 
 @dataclass

@@ -17,11 +17,14 @@ import error naming the node).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
+
+from .control_flow import _shape_of
 
 DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -93,126 +96,169 @@ def _attr(node: NodeProto, name: str, default: object) -> object:
     return default
 
 
+@dataclass
+class _Cell:
+    """What one direction's step equations read: the builder, the op, sizes, dtype, its activations
+    (``fa``/``al``/``be``: functions, alphas, betas), ``clip``, the recurrence weights ``rd``, GRU's
+    ``lbr``/``rb_h`` and LSTM's peepholes ``pd``."""
+
+    b: _Builder
+    op: str
+    hidden: int
+    dt: np.dtype
+    opset: int
+    fa: list[str]
+    al: list[Any]
+    be: list[Any]
+    clip: Any
+    rd: str
+    lbr: int
+    rb_h: str | None
+    pd: str
+
+    def gate(self, src: str, k: int) -> str:
+        return self.b.cols(src, k * self.hidden, (k + 1) * self.hidden)
+
+    def clipped(self, v: str) -> str:
+        b, clip = self.b, self.clip
+        if clip is None:
+            return v
+        if self.opset < 11:
+            return b.op("Clip", [v], min=-float(clip), max=float(clip))
+        return b.op("Clip", [v, b.const(np.array(-clip, self.dt)), b.const(np.array(clip, self.dt))])
+
+    def act(self, k: int, v: str) -> str:
+        return self.b.act(self.fa[k], v, self.al[k], self.be[k], self.dt)
+
+    def rows(self, lo: int, hi: int) -> str:
+        """Rows ``lo*hidden .. hi*hidden`` of R (its gates' recurrence weights)."""
+        b = self.b
+        return b.op("Slice", [self.rd, b.const(np.array([lo * self.hidden], np.int64)),
+                              b.const(np.array([hi * self.hidden], np.int64)), b.const(np.array([0], np.int64))])
+
+
+def _lstm_step(c: _Cell, pre: str, cst: str) -> tuple[str, str]:
+    """One LSTM step (ONNX spec, gates ``iofc``): ``(H_t, C_t)`` from the gate pre-activations."""
+    b, hidden = c.b, c.hidden
+    gi, go, gf, gc = (c.gate(pre, k) for k in range(4))
+    if c.pd:
+        gi = b.op("Add", [gi, b.op("Mul", [b.cols(b.unsqueeze(c.pd, [0]), 0, hidden), cst])])
+        gf = b.op("Add", [gf, b.op("Mul", [b.cols(b.unsqueeze(c.pd, [0]), 2 * hidden, 3 * hidden), cst])])
+    it, ft, ct = c.act(0, c.clipped(gi)), c.act(0, c.clipped(gf)), c.act(1, c.clipped(gc))
+    c_new = b.op("Add", [b.op("Mul", [ft, cst]), b.op("Mul", [it, ct])])
+    if c.pd:
+        go = b.op("Add", [go, b.op("Mul", [b.cols(b.unsqueeze(c.pd, [0]), hidden, 2 * hidden), c_new])])
+    return b.op("Mul", [c.act(0, c.clipped(go)), c.act(2, c_new)]), c_new
+
+
+def _gru_step(c: _Cell, pre: str, h: str) -> str:
+    """One GRU step (ONNX spec, gates ``zrh``, ``linear_before_reset``): ``H_t``."""
+    b, hidden = c.b, c.hidden
+    rz = b.op("Gemm", [h, c.rows(0, 2)], transB=1)
+    zt = c.act(0, c.clipped(b.op("Add", [c.gate(pre, 0), b.cols(rz, 0, hidden)])))
+    rt = c.act(0, c.clipped(b.op("Add", [c.gate(pre, 1), b.cols(rz, hidden, 2 * hidden)])))
+    rh = c.rows(2, 3)
+    if c.lbr:
+        lin = b.op("Gemm", [h, rh] + ([c.rb_h] if c.rb_h else []), transB=1)
+        hh = b.op("Add", [c.gate(pre, 2), b.op("Mul", [rt, lin])])
+    else:
+        hh = b.op("Add", [c.gate(pre, 2), b.op("Gemm", [b.op("Mul", [rt, h]), rh], transB=1)])
+    ht = c.act(1, c.clipped(hh))
+    one_minus = b.op("Sub", [b.const(np.array(1.0, c.dt)), zt])
+    return b.op("Add", [b.op("Mul", [one_minus, ht]), b.op("Mul", [zt, h])])
+
+
+def _bias(b: _Builder, op: str, bias: str, d: int, g: int, hidden: int, dt: np.dtype, opset: int, lbr: int
+          ) -> tuple[str, str | None]:
+    """Direction ``d``'s summed bias ``Wb + Rb`` (``[g * hidden]``), and GRU's ``Rbh`` when it stays
+    inside the reset product (``linear_before_reset``); zeros without a bias."""
+    if not bias:
+        return b.const(np.zeros(g * hidden, dt), "zb"), None
+
+    def part(bd: str, lo: int, hi: int) -> str:
+        if opset >= 10:
+            return b.op("Slice", [bd, b.const(np.array([lo], np.int64)), b.const(np.array([hi], np.int64)),
+                                  b.const(np.array([0], np.int64))])
+        return b.op("Slice", [bd], starts=[lo], ends=[hi], axes=[0])
+
+    bd = b.take(bias, d, 0)
+    if op == "GRU" and lbr:  # Rbh stays inside the reset product
+        wb, rb = part(bd, 0, g * hidden), part(bd, g * hidden, 2 * g * hidden)
+        rb_h = part(rb, 2 * hidden, 3 * hidden)
+        return b.op("Add", [wb, b.op("Mul", [rb, b.const(np.concatenate(
+            [np.ones(2 * hidden), np.zeros(hidden)]).astype(dt))])]), rb_h
+    return b.op("Add", [part(bd, 0, g * hidden), part(bd, g * hidden, 2 * g * hidden)]), None
+
+
 def _unroll(node: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.dtype], opset: int
             ) -> tuple[list[NodeProto], list[onnx.TensorProto]]:
     op = node.op_type
     ins = list(node.input) + [""] * (8 - len(node.input))
     x, w, r, bias, seq_lens, init_h = ins[:6]
     init_c, peep = (ins[6], ins[7]) if op == "LSTM" else ("", "")
-    layout = int(_attr(node, "layout", 0))
-    hidden = int(_attr(node, "hidden_size", 0)) or shapes[r][-1]
+    layout = int(_attr(node, "layout", 0))  # type: ignore[call-overload]
+    hidden = int(_attr(node, "hidden_size", 0)) or shapes[r][-1]  # type: ignore[call-overload]
     direction = _attr(node, "direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     dirs = 2 if direction == "bidirectional" else 1
-    if op == "LSTM" and int(_attr(node, "input_forget", 0)):
+    if op == "LSTM" and int(_attr(node, "input_forget", 0)):  # type: ignore[call-overload]
         raise ValueError(f"{op} node {node.name!r}: input_forget=1 is not supported")
     xs = shapes[x]
     seq, batch = (xs[0], xs[1]) if layout == 0 else (xs[1], xs[0])
     dt = dtypes[x]
-    g = GATES[op]
     acts = [a.decode() if isinstance(a, bytes) else a for a in _attr(node, "activations", [])] or \
-        DEFAULT_ACTS[op] * dirs
-    alphas = list(_attr(node, "activation_alpha", []))
-    betas = list(_attr(node, "activation_beta", []))
-    clip = _attr(node, "clip", None)
-    lbr = int(_attr(node, "linear_before_reset", 0))
+        DEFAULT_ACTS[op] * dirs  # type: ignore[attr-defined]
+    alphas = list(_attr(node, "activation_alpha", []))  # type: ignore[call-overload]
+    betas = list(_attr(node, "activation_beta", []))  # type: ignore[call-overload]
+    lbr = int(_attr(node, "linear_before_reset", 0))  # type: ignore[call-overload]
     b = _Builder((node.name or op) + "_unrolled", opset)
     if seq_lens and direction != "forward":
         raise ValueError(f"{op} node {node.name!r}: sequence_lens with direction {direction} is not supported")
     n_act = len(DEFAULT_ACTS[op])
     ys, hs, cs = [], [], []
     for d in range(dirs):
-        reverse = direction == "reverse" or d == 1
-        a_off = d * n_act
-        fa = [acts[a_off + k] for k in range(n_act)]
-        al = [alphas[a_off + k] if a_off + k < len(alphas) else None for k in range(n_act)]
-        be = [betas[a_off + k] if a_off + k < len(betas) else None for k in range(n_act)]
-        wd, rd = b.take(w, d, 0), b.take(r, d, 0)
-        if bias:
-            bd = b.take(bias, d, 0)
-            bsum = b.op("Add", [b.op("Slice", [bd, b.const(np.array([0], np.int64)), b.const(np.array([g * hidden],
-                        np.int64)), b.const(np.array([0], np.int64))]) if opset >= 10 else
-                        b.op("Slice", [bd], starts=[0], ends=[g * hidden], axes=[0]),
-                        b.op("Slice", [bd, b.const(np.array([g * hidden], np.int64)), b.const(np.array([2 * g * hidden],
-                             np.int64)), b.const(np.array([0], np.int64))]) if opset >= 10 else
-                        b.op("Slice", [bd], starts=[g * hidden], ends=[2 * g * hidden], axes=[0])])
-            rb_h = None
-            if op == "GRU" and lbr:  # Rbh stays inside the reset product
-                wb = b.op("Slice", [bd, b.const(np.array([0], np.int64)), b.const(np.array([g * hidden], np.int64)),
-                                    b.const(np.array([0], np.int64))])
-                rb = b.op("Slice", [bd, b.const(np.array([g * hidden], np.int64)),
-                                    b.const(np.array([2 * g * hidden], np.int64)), b.const(np.array([0], np.int64))])
-                rb_h = b.op("Slice", [rb, b.const(np.array([2 * hidden], np.int64)),
-                                      b.const(np.array([3 * hidden], np.int64)), b.const(np.array([0], np.int64))])
-                bsum = b.op("Add", [wb, b.op("Mul", [rb, b.const(np.concatenate(
-                    [np.ones(2 * hidden), np.zeros(hidden)]).astype(dt))])])
-        else:
-            bsum, rb_h = b.const(np.zeros(g * hidden, dt), "zb"), None
+        off = d * n_act
+        bsum, rb_h = _bias(b, op, bias, d, GATES[op], hidden, dt, opset, lbr)
+        wd = b.take(w, d, 0)
+        cell = _Cell(b, op, hidden, dt, opset, [acts[off + k] for k in range(n_act)],
+                     [alphas[off + k] if off + k < len(alphas) else None for k in range(n_act)],
+                     [betas[off + k] if off + k < len(betas) else None for k in range(n_act)],
+                     _attr(node, "clip", None), b.take(r, d, 0), lbr, rb_h, b.take(peep, d, 0) if peep else "")
         h = b.take(init_h, d, 0) if init_h else b.const(np.zeros((batch, hidden), dt), "h0")
         c = (b.take(init_c, d, 0) if init_c else b.const(np.zeros((batch, hidden), dt), "c0")) if op == "LSTM" else ""
-        pd = b.take(peep, d, 0) if peep else ""
-        steps = list(range(seq))[::-1] if reverse else list(range(seq))
+        steps = list(range(seq))[::-1] if direction == "reverse" or d == 1 else list(range(seq))
         outs: dict[int, str] = {}
         for t in steps:
             xt = b.take(x, t, 0 if layout == 0 else 1)
-            pre = b.op("Add", [b.op("Gemm", [xt, wd, bsum], transB=1), b.op("Gemm", [h, rd], transB=1)]) \
+            pre = b.op("Add", [b.op("Gemm", [xt, wd, bsum], transB=1), b.op("Gemm", [h, cell.rd], transB=1)]) \
                 if op != "GRU" else b.op("Gemm", [xt, wd, bsum], transB=1)
-
-            def gate(src: str, k: int) -> str:
-                return b.cols(src, k * hidden, (k + 1) * hidden)
-
-            def clipped(v: str) -> str:
-                return b.op("Clip", [v], min=-float(clip), max=float(clip)) if clip is not None and opset < 11 else \
-                    b.op("Clip", [v, b.const(np.array(-clip, dt)), b.const(np.array(clip, dt))]) if clip is not None \
-                    else v
+            c_new = ""
             if op == "RNN":
-                h_new = b.act(fa[0], clipped(pre), al[0], be[0], dt)
+                h_new = cell.act(0, cell.clipped(pre))
             elif op == "LSTM":
-                gi, go, gf, gc = (gate(pre, k) for k in range(4))
-                if pd:
-                    gi = b.op("Add", [gi, b.op("Mul", [b.cols(b.unsqueeze(pd, [0]), 0, hidden), c])])
-                    gf = b.op("Add", [gf, b.op("Mul", [b.cols(b.unsqueeze(pd, [0]), 2 * hidden, 3 * hidden), c])])
-                it = b.act(fa[0], clipped(gi), al[0], be[0], dt)
-                ft = b.act(fa[0], clipped(gf), al[0], be[0], dt)
-                ct = b.act(fa[1], clipped(gc), al[1], be[1], dt)
-                c_new = b.op("Add", [b.op("Mul", [ft, c]), b.op("Mul", [it, ct])])
-                if pd:
-                    go = b.op("Add", [go, b.op("Mul", [b.cols(b.unsqueeze(pd, [0]), hidden, 2 * hidden), c_new])])
-                ot = b.act(fa[0], clipped(go), al[0], be[0], dt)
-                h_new = b.op("Mul", [ot, b.act(fa[2], c_new, al[2], be[2], dt)])
-            else:  # GRU
-                rz = b.op("Gemm", [h, b.op("Slice", [rd, b.const(np.array([0], np.int64)),
-                                                     b.const(np.array([2 * hidden], np.int64)),
-                                                     b.const(np.array([0], np.int64))])], transB=1)
-                zt = b.act(fa[0], clipped(b.op("Add", [gate(pre, 0), b.cols(rz, 0, hidden)])), al[0], be[0], dt)
-                rt = b.act(fa[0], clipped(b.op("Add", [gate(pre, 1), b.cols(rz, hidden, 2 * hidden)])), al[0], be[0],
-                           dt)
-                rh = b.op("Slice", [rd, b.const(np.array([2 * hidden], np.int64)),
-                                    b.const(np.array([3 * hidden], np.int64)), b.const(np.array([0], np.int64))])
-                if lbr:
-                    lin = b.op("Gemm", [h, rh] + ([rb_h] if rb_h else []), transB=1)
-                    hh = b.op("Add", [gate(pre, 2), b.op("Mul", [rt, lin])])
-                else:
-                    hh = b.op("Add", [gate(pre, 2), b.op("Gemm", [b.op("Mul", [rt, h]), rh], transB=1)])
-                ht = b.act(fa[1], clipped(hh), al[1], be[1], dt)
-                one_minus = b.op("Sub", [b.const(np.array(1.0, dt)), zt])
-                h_new = b.op("Add", [b.op("Mul", [one_minus, ht]), b.op("Mul", [zt, h])])
-                c_new = ""
+                h_new, c_new = _lstm_step(cell, pre, c)
+            else:
+                h_new = _gru_step(cell, pre, h)
             if seq_lens:
                 live = b.unsqueeze(b.op("Less", [b.const(np.array(t, np.int64)), b.op("Cast", [seq_lens], to=7)]), [1])
-                y_t = b.op("Where", [live, h_new, b.const(np.zeros((), dt))])
+                outs[t] = b.op("Where", [live, h_new, b.const(np.zeros((), dt))])
                 h_new = b.op("Where", [live, h_new, h])
                 if op == "LSTM":
                     c_new = b.op("Where", [live, c_new, c])
             else:
-                y_t = h_new
-            outs[t] = y_t
-            h = h_new
-            if op == "LSTM":
-                c = c_new
+                outs[t] = h_new
+            h, c = h_new, c_new if op == "LSTM" else c
         ys.append(b.op("Concat", [b.unsqueeze(outs[t], [0, 1]) for t in range(seq)], axis=0) if seq else "")
         hs.append(b.unsqueeze(h, [0]))
         cs.append(b.unsqueeze(c, [0]) if op == "LSTM" else "")
+    _name_outputs(b, node, ys, hs, cs, dirs, layout)
+    return b.nodes, b.inits
+
+
+def _name_outputs(b: _Builder, node: NodeProto, ys: list[str], hs: list[str], cs: list[str], dirs: int,
+                  layout: int) -> None:
+    """``Y`` (``[seq, dirs, batch, hidden]``), ``Y_h`` and ``Y_c`` (``[dirs, batch, hidden]``), as the
+    node's own output names (``layout=1``: batch first)."""
     outs_named = list(node.output) + [""] * 3
     if outs_named[0]:
         y = ys[0] if dirs == 1 else b.op("Concat", ys, axis=1)
@@ -220,12 +266,11 @@ def _unroll(node: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.
             y = b.op("Transpose", [y], perm=[2, 0, 1, 3])
         b.op("Identity", [y], outs_named[0])
     for k, parts in ((1, hs), (2, cs)):
-        if outs_named[k] and (k == 1 or op == "LSTM"):
+        if outs_named[k] and (k == 1 or node.op_type == "LSTM"):
             v = parts[0] if dirs == 1 else b.op("Concat", parts, axis=0)
             if layout == 1:
                 v = b.op("Transpose", [v], perm=[1, 0, 2])
             b.op("Identity", [v], outs_named[k])
-    return b.nodes, b.inits
 
 
 def describe(node: NodeProto, shapes: dict[str, list[int]]) -> dict[str, Any]:
@@ -260,9 +305,7 @@ def unroll_rnns(model: ModelProto, decisions: list[dict[str, Any]] | None = None
     for t in inferred.graph.initializer:
         shapes[t.name] = list(t.dims)
         dtypes[t.name] = helper.tensor_dtype_to_np_dtype(t.data_type)
-    from .control_flow import _shape_of  # Prism's own inference knows values onnx's does not
-
-    for k, v in _shape_of(model).items():
+    for k, v in _shape_of(model).items():  # Prism's own inference knows values onnx's does not
         shapes.setdefault(k, v)
     for n in model.graph.node:
         if n.op_type in GATES and n.input[0] not in dtypes:
