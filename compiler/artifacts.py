@@ -28,7 +28,14 @@ from typing import Any
 
 import onnx
 
+from .driver.prepare import upgrade_opset, with_input_shapes
+from .driver.request import model_bytes, resolve_model
 from .errors import CompileError
+from .frontend import read_model
+from .passes import PassContext
+from .passes.instruments import PassInstrument, PassRun
+from .passes.manager import PassManager
+from .passes.pipeline import cut_after_run, parse_pipeline
 from .result import CompileResult
 
 PAYLOAD_SKIP = ("seq", "type", "ts")
@@ -64,7 +71,6 @@ def report_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def pipeline_passes(pipeline: str) -> list[str]:
     """The pass entries of expanded pipeline text, each as printed (``fuse-ops{max-group-size=32}``),
     a fixed-point group's passes once each."""
-    from .passes.pipeline import parse_pipeline  # the pass registry: only when asked
 
     return [spec.text() for spec in parse_pipeline(pipeline).specs()]
 
@@ -74,8 +80,7 @@ def run_levels(model: Any, *, target: str, pipeline: str, input_shapes: Mapping[
     """The level of each ONNX-level pass run of ``pipeline`` on ``model`` (``["onnx", ...]``), found by
     running its model passes (a fixed-point group runs as many rounds as the model needs); for a
     caller without the compilation's events."""
-    from . import api
-    from .passes.pipeline import parse_pipeline
+    from . import api  # compiler.api loads the whole driver: only when a model is rebuilt
 
     onnx_part = parse_pipeline(pipeline).level("onnx").text()
     result = api.compile(model, target=target, pipeline=onnx_part, input_shapes=input_shapes, input_values=input_values,
@@ -96,9 +101,8 @@ def model_after_pass(model: Any, *, target: str, pipeline: str, index: int,
     ONNX model before the graph IR exists: its ONNX text is that pass's snapshot), or for a request
     that fails before that pass ends. For an ONNX-level pass run it is the model that pass left
     (:func:`onnx_model_after`)."""
-    from . import api
+    from . import api  # compiler.api loads the whole driver: only when a model is rebuilt
     from .export import check_export
-    from .passes.pipeline import cut_after_run
 
     levels = list(levels) if levels is not None else run_levels(model, target=target, pipeline=pipeline,
                                                                input_shapes=input_shapes)
@@ -130,14 +134,6 @@ def onnx_model_after(model: Any, *, pipeline: str, index: int,
     left it: the model read, its input shapes bound, the model passes run by the pass manager with an
     instrument that stops after that run. Raises ArtifactUnavailable when the passes end (or fail)
     before it."""
-    # deferred as this module's other compiler imports: the driver and the pass registry load only when asked
-    from .driver.prepare import upgrade_opset, with_input_shapes
-    from .driver.request import model_bytes, resolve_model
-    from .frontend import read_model
-    from .passes import PassContext
-    from .passes.instruments import PassInstrument, PassRun
-    from .passes.manager import PassManager
-    from .passes.pipeline import parse_pipeline
 
     class StopAfter(PassInstrument):
         def run_after_pass(self, run: PassRun) -> None:
@@ -156,7 +152,6 @@ def onnx_model_after(model: Any, *, pipeline: str, index: int,
 
 
 def _onnx_specs(pipeline: str) -> Iterable[Any]:
-    from .passes.pipeline import parse_pipeline
 
     return parse_pipeline(pipeline).level("onnx").specs()
 
