@@ -19,7 +19,8 @@ from onnx import ModelProto, numpy_helper
 from ..errors import CompileError
 from ..frontend.sequence_io import output_layout
 from ..passes import Artifacts, PassContext
-from ..passes.instruments import VerifierInstrument, default_instruments
+from ..passes.check import ModelChecker
+from ..passes.instruments import CheckPassesInstrument, VerifierInstrument, default_instruments
 from ..passes.manager import PassManager
 from ..passes.pipeline import ONNX_PASSES, PassGroup, Pipeline, parse_pipeline
 from .state import Compilation
@@ -108,7 +109,8 @@ def run_onnx_passes(comp: Compilation) -> None:
     after the passes that keep its interface, which ONNX Runtime runs: narrow types and all),
     ``comp.proto`` (after all of them: legalized, outputs bounded), ``comp.unbounded`` (before
     bound-outputs), ``comp.trims``, its graph outputs before bounding (``comp.flat_outputs``) and
-    sequence-output layout (``comp.sequence_layout``). An If/Loop/Scan left (decided at run time) is
+    sequence-output layout (``comp.sequence_layout``). With ``check_passes`` each model pass is
+    checked in ONNX Runtime (``compiler.passes.check.ModelChecker``). An If/Loop/Scan left (decided at run time) is
     the ``control-flow`` stage's (``compiler.driver.control``)."""
     assert comp.proto is not None and comp.pipeline is not None
     req = comp.request
@@ -117,7 +119,10 @@ def run_onnx_passes(comp: Compilation) -> None:
     comp.ctx = ctx
     comp.passes = PassManager(ctx, default_instruments(comp.events))
     keep, change = _split(comp.pipeline)
-    comp.reference = comp.passes.run_model(with_input_shapes(upgrade_opset(comp.proto), req.input_shapes), keep)
+    model = with_input_shapes(upgrade_opset(comp.proto), req.input_shapes)
+    if req.check_passes:  # each model pass that keeps the interface checked against the model before them
+        comp.passes.instruments.insert(0, CheckPassesInstrument(None, ModelChecker(model, comp.checks).after_pass))
+    comp.reference = comp.passes.run_model(model, keep)
     comp.proto = comp.passes.run_model(comp.reference, change)
     comp.unbounded = ctx.artifacts.unbounded or comp.proto
     comp.trims = list(ctx.artifacts.trims)

@@ -153,3 +153,61 @@ class PassChecker:
 
     def after_pass(self, index: int, spec: PassSpec, graph: Graph) -> None:
         self.check(spec.name, graph)
+
+
+def model_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray] | str:
+    """Seeded inputs for the graph inputs of an ONNX model (as :func:`random_inputs`: floats
+    standard-normal, others zero), or the reason there are none (a non-tensor or unshaped input)."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for vi in (v for v in model.graph.input if v.name not in inits):
+        tt = vi.type.tensor_type
+        if vi.type.WhichOneof("value") != "tensor_type" or not tt.HasField("shape") or \
+                not all(d.HasField("dim_value") for d in tt.shape.dim):
+            return f"graph input {vi.name!r} is not a tensor of static shape"
+        dt = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+        feeds[vi.name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
+    return feeds
+
+
+class ModelChecker:
+    """``--check-passes`` for the model passes: ONNX Runtime runs the model before them and, after
+    each model pass that changed the model but kept its interface, the model it left, on the same
+    seeded inputs (:func:`model_inputs`), compared as :func:`compare` does. A mismatch raises
+    CompileError(stage="import") naming the pass; a model ONNX Runtime cannot run is recorded as
+    skipped (``{"after", "level": "onnx", "passed": None, "skipped": reason}``)."""
+
+    def __init__(self, model: onnx.ModelProto, records: list[dict[str, Any]], seed: int = 0) -> None:
+        self.records = records
+        self.names = [o.name for o in model.graph.output]
+        feeds = model_inputs(model, seed)
+        self.skipped: str | None = feeds if isinstance(feeds, str) else None
+        self.feeds = feeds if isinstance(feeds, dict) else {}
+        self.want: list[np.ndarray] = []
+        if self.skipped is None:
+            try:
+                self.want = run_ort(model, self.feeds)
+            except Exception as exc:
+                self.skipped = f"ONNX Runtime cannot run the model: {str(exc).splitlines()[0] if str(exc) else exc}"
+
+    def after_pass(self, index: int, spec: PassSpec, model: onnx.ModelProto, changed: bool) -> None:
+        if not changed or getattr(spec.cls, "changes_interface", False):
+            return
+        if self.skipped is not None:
+            self.records.append({"after": spec.name, "level": "onnx", "passed": None, "problem": None,
+                                 "skipped": self.skipped})
+            return
+        try:
+            got = run_ort(model, self.feeds)
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.records.append({"after": spec.name, "level": "onnx", "passed": None, "problem": None,
+                                 "skipped": f"ONNX Runtime cannot run the rewritten model: {msg}"})
+            return
+        problem = compare(got, self.want, self.names)
+        self.records.append({"after": spec.name, "level": "onnx", "passed": problem is None, "problem": problem})
+        if problem is not None:
+            raise CompileError("import", f"--check-passes: after {spec.name}, {problem}", pass_name=spec.name)
+

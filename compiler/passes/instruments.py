@@ -178,15 +178,20 @@ class EventInstrument(PassInstrument):
 
 class CheckPassesInstrument(PassInstrument):
     """``--check-passes``: after each graph pass, ``check(index, spec, graph)`` (a
-    ``compiler.passes.check.PassChecker.after_pass``), which raises CompileError on a mismatch.
-    Model passes are not checked (the reference ONNX Runtime runs is their result)."""
+    ``compiler.passes.check.PassChecker.after_pass``), which raises CompileError on a mismatch; with
+    ``model_check``, after each model pass ``model_check(index, spec, model, changed)``
+    (``compiler.passes.check.ModelChecker.after_pass``). Either may be None."""
 
-    def __init__(self, check: Callable[[int, PassSpec, Graph], None]) -> None:
+    def __init__(self, check: Callable[[int, PassSpec, Graph], None] | None,
+                 model_check: Callable[[int, PassSpec, ModelProto, bool], None] | None = None) -> None:
         self.check = check
+        self.model_check = model_check
 
     def run_after_pass(self, run: PassRun) -> None:
-        if isinstance(run.ir, Graph):
+        if isinstance(run.ir, Graph) and self.check is not None:
             self.check(run.index, run.spec, run.ir)
+        elif isinstance(run.ir, ModelProto) and self.model_check is not None:
+            self.model_check(run.index, run.spec, run.ir, bool(run.result is not None and run.result.changed))
 
 
 def default_instruments(events: EventStream, *, verify: bool = True,

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import compiler
-from compiler.passes import REGISTRY, PassContext, load_passes
+from compiler.passes import REGISTRY, ModelPass, ModelPassResult, PassContext, load_passes
 from compiler.passes.pipeline import ONNX_PASSES, parse_pipeline
 
 load_passes()
@@ -282,3 +282,34 @@ def test_the_onnx_model_after_a_model_pass_is_an_artifact() -> None:
     first_graph = levels.index("graph")
     exported = model_after_pass(model, target="host", pipeline=r.pipeline, index=first_graph, levels=levels)
     assert "LSTM" not in {n.op_type for n in exported.graph.node}
+
+
+class _FlipRelu(ModelPass):
+    """Test model pass: every Relu becomes a Sigmoid (same types, different numbers)."""
+
+    name = "test-flip-relu"
+
+    def run(self, model, ctx):
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        for n in out.graph.node:
+            if n.op_type == "Relu":
+                n.op_type = "Sigmoid"
+        return ModelPassResult(True, model=out)
+
+
+def test_check_passes_validates_each_model_pass_in_onnx_runtime() -> None:
+    r = compiler.compile(if_lstm_function_model(), pipeline="O1", check_passes=True, backend=False)
+    assert r.ok, r.error
+    model_level = [c for c in r.checks if c.get("level") == "onnx"]
+    assert [(c["after"], c["passed"]) for c in model_level] == [
+        ("inline-control-flow", True), ("unroll-rnn", True), ("expand-functions", True)]  # the passes that changed it
+    REGISTRY[_FlipRelu.name] = _FlipRelu
+    try:
+        bad = compiler.compile(if_lstm_function_model(), pipeline="inline-control-flow,test-flip-relu,unroll-rnn",
+                               check_passes=True, backend=False)
+    finally:
+        del REGISTRY[_FlipRelu.name]
+    assert not bad.ok and bad.error["stage"] == "import" and bad.error["pass"] == "test-flip-relu"
+    assert "--check-passes: after test-flip-relu, output 'z' differs" in bad.error["message"]
+    assert [(c["after"], c["passed"]) for c in bad.checks] == [("inline-control-flow", True), ("test-flip-relu", False)]
