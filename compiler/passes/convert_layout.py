@@ -16,8 +16,8 @@ the default: 16 with AVX-512, 8 with AVX2). Rewrites, in order:
 
 Each reorder inserted or removed is a remark with its shapes. Left alone (a missed remark says why):
 a Conv whose weight is computed at run time, that is not 2-D or not float32 with static shapes, or
-whose group is neither 1 nor depthwise, or with fewer input channels than a block (a 3-channel stem: the
-zero-padded block would multiply its work). Semantics are unchanged (each output is the same sum, the
+whose group is neither 1 nor depthwise, or whose input channels padded to whole blocks would at least
+double its work (a 3-channel stem). Semantics are unchanged (each output is the same sum, the
 padded lanes are zeros or multiplied by zero weights); the summation order over the input channels is
 that of the blocked loop (block by block, lane by lane), which is the spec's order.
 
@@ -83,8 +83,9 @@ def _why_not(conv: Node, b: int) -> str | None:
     g, wsh = int(conv.attr("group", 1)), np.asarray(w.const).shape
     if g != 1 and not (g == x[1] == wsh[0] and wsh[1] == 1):
         return f"group {g} is neither 1 nor depthwise (C = {x[1]}, Co = {wsh[0]})"
-    if x[1] < b:
-        return f"C = {x[1]} < block {b}: padded to one block, its input and work would grow {b / x[1]:.1f}x"
+    grow = -(-x[1] // b) * b / x[1]
+    if grow >= 2:
+        return f"C = {x[1]}, block {b}: padded to whole blocks, its input and work would grow {grow:.1f}x"
     return None
 
 

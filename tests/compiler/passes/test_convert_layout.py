@@ -99,6 +99,6 @@ def test_convs_it_leaves_alone_get_a_missed_remark() -> None:
     chk = check_model(m, pipeline=PIPE % 16)
     msgs = {r["nodes"][0]: r["message"] for r in chk.remarks if r["pass"] == "convert-layout"}
     assert "group 2 is neither 1 nor depthwise" in msgs["grouped"]
-    assert "C = 3 < block 16" in msgs["narrow"]
+    assert "C = 3, block 16: padded to whole blocks, its input and work would grow 5.3x" in msgs["narrow"]
     assert "weight is computed at run time" in msgs["runtime_w"]
     assert not any("NchwcConv" in k.func.attrs["ops"] for k in chk.kernels)
