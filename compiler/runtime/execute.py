@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .index_checks import check_index_inputs
 from .limits import check_program
 from .process import run_child, run_dir
 from .program import NP_DTYPES, Program, bind, check_inputs
@@ -38,9 +39,18 @@ def run_program(prog: Program, inputs: Sequence[np.ndarray], progress: Path | No
     each kernel and ``done`` at the end (unbuffered), for crash attribution by a parent process.
     Raises CompileError(stage="request") when the inputs do not match what ``prog`` was compiled for.
     """
+    _check_indices(prog, inputs)
     bound = bind(prog, inputs)
     bound.run(progress)
     return bound.outputs()
+
+
+def _check_indices(prog: Program, inputs: Sequence[np.ndarray]) -> None:
+    """The index inputs of a linked Program against their axes (``compiler.runtime.index_checks``)."""
+    checks = getattr(prog, "index_checks", None)
+    names = [n for n, _, _ in getattr(prog, "inputs", [])]
+    if checks and len(names) == len(inputs):
+        check_index_inputs(checks, dict(zip(names, inputs, strict=True)))
 
 
 def run_program_isolated(prog: Program, inputs: Sequence[np.ndarray], timeout_s: float = 300.0) -> list[np.ndarray]:
@@ -48,6 +58,7 @@ def run_program_isolated(prog: Program, inputs: Sequence[np.ndarray], timeout_s:
     verifies and times for ``compiler.runtime.runner``). A crash (signal, non-zero exit) or a timeout
     raises ``CompileError(stage="run")`` naming the kernel that was running; this process carries on."""
     check_inputs(prog, inputs)
+    _check_indices(prog, inputs)
     check_program(prog)
     with run_dir("exec") as d:
         with open(d / "job.pkl", "wb") as f:

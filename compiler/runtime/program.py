@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import CompileError
 from ..targets import get_target
 from .buffers import aligned as _aligned
+from .index_checks import index_checks
 from .pool import available_threads, set_threads
 
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
@@ -60,6 +61,7 @@ class Program:
             in order), its object among ``objects``; ``entry_layout`` its slot table. Empty for a
             program without kernels.
         const_names: the graph value each of ``consts`` holds (its layout may differ: packed weights).
+        index_checks: the index operands that are graph inputs (``compiler.runtime.index_checks``).
         threads: the threads its parallel loops run on (``compiler.runtime.pool``; None: all this
             process may use, ``os.sched_getaffinity``).
     """
@@ -75,6 +77,7 @@ class Program:
     entry: str = ""
     entry_layout: Any = None
     const_names: list[str] = field(default_factory=list)
+    index_checks: list[dict[str, Any]] = field(default_factory=list)
     threads: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -128,6 +131,7 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
             else:
                 args.append({"kind": "scratch", "dtype": np_dtype(a.buffer.dtype), "shape": tuple(a.buffer.shape)})
         prog.calls.append({"name": k["name"], "symbol": k["symbol"], "args": args})
+    prog.index_checks = index_checks(graph)
     for v in graph.outputs:
         if v.name in graph_inputs:
             prog.outputs.append((v.name, "input", v.name))
