@@ -4,6 +4,7 @@
  */
 import { HighlightStyle, foldGutter, syntaxHighlighting, type LanguageSupport, type StreamLanguage } from "@codemirror/language";
 import { MergeView } from "@codemirror/merge";
+import { lineAlignedDiff } from "./linediff";
 import { highlightSelectionMatches, search, searchKeymap } from "@codemirror/search";
 import { EditorState, StateEffect, StateField, type Extension } from "@codemirror/state";
 import { tags as t } from "@lezer/highlight";
@@ -124,8 +125,8 @@ export interface DiffViewer {
 const diffPhrases = EditorState.phrases.of({ "$ unchanged lines": "… $ unchanged lines …" });
 
 /**
- * Side-by-side diff, `before` on the left: unchanged lines aligned, each changed chunk starting at
- * the same height on both sides, changed words highlighted inside changed lines, unchanged runs
+ * Side-by-side diff, `before` on the left: unchanged lines aligned (a line only re-indented counts
+ * as unchanged: linediff.ts), each changed chunk starting at the same height on both sides, changed words highlighted inside changed lines, unchanged runs
  * longer than 8 lines collapsed behind "… N unchanged lines …" (a click opens them); long lines
  * scroll sideways instead of wrapping, so the two sides stay line for line.
  */
@@ -137,6 +138,7 @@ export function diffViewer(parent: HTMLElement, before: string, after: string, l
     highlightChanges: true,
     gutter: true,
     collapseUnchanged: { margin: 3, minSize: 8 },
+    diffConfig: { override: lineAlignedDiff },
   });
   (mv.b.dom as HTMLElement & { prismView?: EditorView }).prismView = mv.b;
   (mv.a.dom as HTMLElement & { prismView?: EditorView }).prismView = mv.a;

@@ -292,6 +292,12 @@ def test_a_diff_reads_well(stack, page, tmp_path):
     marked.wait_for()
     assert "prism.fused_group" in marked.inner_text()
     assert marked.is_visible()
+    # A node only moved into the group's body (re-indented) is drawn level with itself on both sides.
+    # (the re-indented run is unchanged, so its middle collapses; its first and last lines show)
+    for text in ("%a_0 = Add(", "%a_15 = Add("):
+        tops = page.evaluate("""(text) => ['a', 'b'].map(side => { const l = [...document.querySelectorAll(`.ir-pane .cm-merge-${side} .cm-line`)]
+            .find(e => e.textContent.includes(text)); return l ? l.getBoundingClientRect().top : null; })""", text)
+        assert None not in tops and abs(tops[0] - tops[1]) < 1, (text, tops)
     shot(page, "depth-10-diff")
 
 
