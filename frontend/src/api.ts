@@ -70,6 +70,8 @@ export interface Compilation {
   input_shapes: Record<string, number[]>;
   /** Inputs bound to values (constants of the compiled model), `{}` when none. */
   input_values?: Record<string, number[]>;
+  /** `{N: [min, max]}`: one artifact for every size of N (input_shapes name it), `{}` when none. */
+  dim_ranges?: Record<string, [number, number]>;
   model: Partial<ModelMeta> & { name?: string };
   created?: string;
   [extra: string]: unknown;

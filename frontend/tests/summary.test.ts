@@ -6,9 +6,9 @@ import { summaryPane, unbrokenNumbers } from "../src/panes/summary";
 import { reduceAll } from "../src/state";
 import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
 
-function render(events: ReturnType<typeof eventsWith>): HTMLElement {
+function render(events: ReturnType<typeof eventsWith>, meta: unknown = null): HTMLElement {
   const pane = summaryPane();
-  pane.update({ id: "abc", state: reduceAll(events), view: { page: "compilation", id: "abc", view: "summary" } as never, meta: null });
+  pane.update({ id: "abc", state: reduceAll(events), view: { page: "compilation", id: "abc", view: "summary" } as never, meta: meta as never });
   return pane.el;
 }
 
@@ -106,5 +106,14 @@ describe("summary pane: input values", () => {
       ? { ...e, model: { ...e.model, inputs: [...e.model.inputs, { name: "mode", dtype: "int64", shape: [] }], input_values: { mode: [3] } } } : e));
     const cell = card(render(events), "Model").querySelector(".input-value");
     expect(cell?.textContent).toBe("bound to value 3");
+  });
+});
+
+describe("summary pane: dim ranges", () => {
+  it("says one artifact serves the range and whose passes are shown", () => {
+    const meta = { id: "abc", status: "succeeded", target: "host", pipeline: "", input_shapes: { data: ["N", 3, 224, 224] }, model: { name: "m.onnx" }, dim_ranges: { N: [1, 8] } };
+    const line = card(render(eventsWith(PASSED), meta), "Model").querySelector(".dim-range");
+    expect(line?.textContent).toBe("One artifact for N = 1..8: each size compiled and specialized; the passes, kernels and memory shown are N = 8's");
+    expect(card(render(eventsWith(PASSED)), "Model").querySelector(".dim-range")).toBeNull();
   });
 });

@@ -161,6 +161,8 @@ export function summaryPane(): Pane {
             ? h("div", null,
                 h("p", null, h("strong", { class: "model-file" }, meta?.model.name || s.model.name), meta?.model.name && meta.model.name !== s.model.name ? h("span", { class: "muted" }, ` · graph ${s.model.name}`) : "", ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
                 ioTable(s.model.inputs, s.model.outputs, { ...lastBound(state, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values),
+                ...Object.entries(meta?.dim_ranges ?? {}).map(([d, [lo, hi]]) => h("p", { class: "dim-range" },
+                  `One artifact for ${d} = ${lo}..${hi}: each size compiled and specialized; the passes, kernels and memory shown are ${d} = ${hi}'s`)),
                 storageBlock(s.model.storage),
                 h("details", null, h("summary", null, `Pipeline: ${splitPipeline(s.pipeline).length} passes`), h("ol", { class: "pipeline-list" }, ...splitPipeline(s.pipeline).map((p) => h("li", null, h("code", null, p.name), p.options ? h("code", { class: "muted" }, `{${p.options}}`) : null)))),
               )
