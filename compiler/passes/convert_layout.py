@@ -9,7 +9,9 @@ the default: 16 with AVX-512, 8 with AVX2). Rewrites, in order:
    time (zero-padded when a channel count is not a multiple of the block);
 2. a unary activation (Relu, Clip with constant bounds, HardSwish, HardSigmoid, Sigmoid, LeakyRelu,
    Tanh ...) of a ``ReorderOutput`` moves before it (it runs on the blocked tensor); so does an
-   ``Add`` of two ``ReorderOutput`` s of equal blocked shape (a residual);
+   ``Add`` or ``Mul`` of two ``ReorderOutput`` s whose blocked shapes broadcast (a residual, the
+   excitation's scale of a squeeze-excitation block), and a ``GlobalAveragePool`` (as ``ReduceMean``
+   over the blocked tensor's axes 2 and 3: the mean of each lane);
 3. ``ReorderInput(ReorderOutput(v))`` with the same block and channel count is ``v``: the two
    reorders cancel, so consecutive layout-aware ops keep the activation blocked and reorders stay
    only at the boundaries of a chain; reorders left without a use are removed.
@@ -55,6 +57,19 @@ def _dims(v: Value | None) -> list[int]:
     """The static dims of ``v`` (the pass only builds values with static shapes)."""
     assert v is not None and v.type is not None and v.type.shape is not None
     return [int(d) for d in v.type.shape]
+
+
+def _broadcasts(ro: list[Node]) -> bool:
+    """Whether the blocked inputs of two ReorderOutputs broadcast against each other (numpy rules)."""
+    try:
+        np.broadcast_shapes(tuple(_dims(ro[0].input(0))), tuple(_dims(ro[1].input(0))))
+    except ValueError:
+        return False
+    return True
+
+
+def _opset(graph: Graph) -> int:
+    return int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
 
 
 def _pads(conv: Node, x: tuple[int, ...], y: tuple[int, ...], ks: list[int]) -> list[int]:
@@ -187,22 +202,33 @@ class ConvertLayout(Pass):
             ins = [v for v in node.inputs if v is not None]
             srcs = [v.producer for v in ins]
             ro = [p for p in srcs if p is not None and p.op_type == "ReorderOutput" and p.domain == DOMAIN]
-            if node.op_type in ACTIVATIONS and ro and srcs[0] is ro[0] and all(v.const is not None for v in ins[1:]):
+            op, attrs = node.op_type, dict(node.attrs)
+            if op in ACTIVATIONS and ro and srcs[0] is ro[0] and all(v.const is not None for v in ins[1:]):
                 blocked = [ro[0].input(0), *node.inputs[1:]]
-            elif node.op_type == "Add" and len(ins) == 2 and len(ro) == 2 and _dims(ro[0].input(0)) == \
-                    _dims(ro[1].input(0)) and ro[0].attrs["channels"] == ro[1].attrs["channels"]:
+            elif op in ("Add", "Mul") and len(ins) == 2 and len(ro) == 2 and _broadcasts(ro) and \
+                    ro[0].attrs["channels"] == ro[1].attrs["channels"]:  # a residual, the excitation's scale
                 blocked = [ro[0].input(0), ro[1].input(0)]
+            elif op == "GlobalAveragePool" and ro and srcs[0] is ro[0]:  # the mean over H, W of each lane
+                op, attrs, blocked = "ReduceMean", {"keepdims": 1}, [ro[0].input(0)]
+                if _opset(graph) >= 18:
+                    blocked.append(graph.add_constant(f"{node.label}.axes", np.array([2, 3], np.int64)))
+                else:
+                    attrs["axes"] = [2, 3]
             else:
                 continue
             src = blocked[0]
             assert src is not None
-            nb = graph.add_node(node.op_type, blocked, 1, dict(node.attrs), name=f"{node.label}.nchwc", before=node)
-            nb.outputs[0].type = src.type
+            nb = graph.add_node(op, blocked, 1, attrs, name=f"{node.label}.nchwc", before=node)
+            dims = np.broadcast_shapes(*(tuple(_dims(v)) for v in blocked[:2] if v is not None and v.const is None))
+            if op == "ReduceMean":
+                dims = (dims[0], dims[1], 1, 1, dims[4])
+            nb.outputs[0].type = TensorType.of("float32", list(dims))
             out = graph.add_node("ReorderOutput", [nb.outputs[0]], 1, dict(ro[0].attrs),
                                  name=f"{node.outputs[0].name}.reorderoutput", domain=DOMAIN, before=node)
             out.outputs[0].type = node.outputs[0].type
             remarks.append(self.remark("applied", f"{node.label} ({node.op_type}) runs on the blocked tensor "
-                                       f"{_dims(src)}", [node.label]))
+                                       f"{_dims(src)}" + (" as ReduceMean over axes [2, 3]" if op != node.op_type
+                                                          else ""), [node.label]))
             if not forward_value(graph, node.outputs[0], out.outputs[0]):
                 node.outputs[0].replace_all_uses_with(out.outputs[0])
             graph.remove_node(node, force=True)

@@ -102,3 +102,24 @@ def test_convs_it_leaves_alone_get_a_missed_remark() -> None:
     assert "C = 3, block 16: padded to whole blocks, its input and work would grow 5.3x" in msgs["narrow"]
     assert "weight is computed at run time" in msgs["runtime_w"]
     assert not any("NchwcConv" in k.func.attrs["ops"] for k in chk.kernels)
+
+
+@pytest.mark.parametrize("opset", [14, 18])  # ReduceMean takes axes as an attribute before 18, an input from 18
+def test_squeeze_excitation_stays_blocked(opset: int) -> None:
+    """Expand -> depthwise -> SE (GlobalAveragePool, Conv, Relu, Conv, HardSigmoid, Mul) -> project: the
+    pool, the SE Convs and the scale run on blocked tensors, so only the chain's two ends reorder."""
+    c, e, sq = 16, 32, 16
+    inits = {"W1": f(e, c, 1, 1, scale=0.3), "Wd": f(e, 1, 3, 3, scale=0.3), "Ws1": f(sq, e, 1, 1, scale=0.3),
+             "Bs1": f(sq), "Ws2": f(e, sq, 1, 1, scale=0.3), "Bs2": f(e), "W2": f(c, e, 1, 1, scale=0.2)}
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["a"]), helper.make_node("HardSwish", ["a"], ["h1"]),
+             helper.make_node("Conv", ["h1", "Wd"], ["d"], group=e, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["d"], ["h"]), helper.make_node("GlobalAveragePool", ["h"], ["g"]),
+             helper.make_node("Conv", ["g", "Ws1", "Bs1"], ["s1"]), helper.make_node("Relu", ["s1"], ["r"]),
+             helper.make_node("Conv", ["r", "Ws2", "Bs2"], ["s2"]),
+             helper.make_node("HardSigmoid", ["s2"], ["es"], alpha=1.0 / 6, beta=0.5),
+             helper.make_node("Mul", ["h", "es"], ["m"]), helper.make_node("Conv", ["m", "W2"], ["y"])]
+    chk = check_model(model(nodes, [tensor("x", [1, c, 10, 10])], ["y"], inits, opset=opset), pipeline=PIPE % 16)
+    msgs = [r["message"] for r in chk.remarks if r["pass"] == "convert-layout"]
+    assert any("as ReduceMean over axes [2, 3]" in m for m in msgs), msgs
+    reorders = [k.func.attrs["ops"] for k in chk.kernels if {"ReorderInput", "ReorderOutput"} & set(k.func.attrs["ops"])]
+    assert len(reorders) == 2, reorders
