@@ -7,7 +7,8 @@ images (``compiler.quant.images``: scikit-image's sample photographs, normalized
 seeded random inputs for the encoder, whose input is not an image). The compilation's child process
 times Prism's INT8 code, ONNX Runtime on the FP32 model and ONNX Runtime on the equivalent QDQ model (the
 same quantization; fully optimized, so its integer kernels run), alternating run by run, one thread
-each. A row: Prism INT8 ms, ORT FP32 ms, ORT INT8 ms, Prism / ORT FP32, Prism / ORT INT8, the worst
+each; then Prism's FP32 compilation of the same model, whose kernels are matched to the quantized ones
+by node, and a warning line names the model or the layers slower than in Prism FP32. A row: Prism INT8 ms, ORT FP32 ms, ORT INT8 ms, Prism / ORT FP32, Prism / ORT INT8, the worst
 output SQNR against FP32 (dB), top-1 agreement where the output is class scores, the accuracy criterion
 and the verification against ONNX Runtime on the QDQ model. The last lines are the geometric mean of
 Prism / ORT INT8 and the issue's targets (ResNet-50 at most 0.5x ORT FP32 and at most ORT INT8; the
@@ -52,16 +53,19 @@ def calibration_for(name: str, model: Any, shapes: dict[str, list[int]], count: 
 
 
 def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = "host",
-               dtype: str = "int8") -> dict[str, Any]:
+               dtype: str = "int8", compare_fp32: bool = True, threads: int = 1) -> dict[str, Any]:
     """Quantize (``dtype``: int8, bf16 or fp16), compile, verify and time one model; its row (see the module
-    docstring; bf16/fp16 rows have no ONNX Runtime INT8 figures)."""
+    docstring; bf16/fp16 rows have no ONNX Runtime INT8 figures). ``compare_fp32`` also compiles and times
+    the FP32 model with Prism: ``prism_fp32_ms`` and ``slower_layers`` (:func:`slower_layers`). ``threads``:
+    Prism's and ONNX Runtime's (the targets are at one thread)."""
     import compiler
 
     model, shapes = _model(name)
     cal = calibration_for(name, model, shapes, samples)
     pipeline = f"O2,quantize{{dtype={dtype}" + (f" {options}" if options else "") + "}"
     t0 = time.perf_counter()
-    r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes or None, calibration_data=cal)
+    r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes or None, calibration_data=cal,
+                         threads=threads)
     row: dict[str, Any] = {"model": name, "dtype": dtype, "ok": r.ok, "error": r.error, "wall_s": round(time.perf_counter() - t0, 1),
                            "calibration": "images" if cal is not None else "random"}
     if not r.ok:
@@ -77,7 +81,39 @@ def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = 
                ratio_fp32=t.get("ratio"), ratio_int8=t.get("ratio_int8"), sqnr_db=min(sq) if sq else None,
                top1=min(top1) if top1 else None, criterion=(a.get("criterion") or {}).get("passed"),
                verified=v.get("passed"), fp32_layers=sum(1 for x in a.get("layers", []) if x["precision"] == "fp32"))
+    if compare_fp32:  # Prism's own FP32 compilation of the same model, kernel by kernel
+        f = compiler.compile(model, target=target, pipeline="O2", input_shapes=shapes or None, verify=False,
+                             threads=threads)
+        if f.ok:
+            ft = (f.of_type("model.timed") or [{}])[-1]
+            row["prism_fp32_ms"] = ft.get("prism_ms")
+            row["slower_layers"] = slower_layers(r, f, [x["node"] for x in a.get("layers", [])
+                                                        if x["precision"] != "fp32"])
     return row
+
+
+def layer_kernel_us(r: Any) -> dict[str, tuple[str, float]]:
+    """``{node name: (kernel, median µs)}`` of a compilation: each node of ``graph.fused`` with the measured
+    time of the kernel of its group."""
+    fused = (r.of_type("graph.fused") or [{}])[-1]
+    timed = {k["kernel"]: float(k["median_us"]) for k in r.of_type("kernel.timed")}
+    kernel = {g["id"]: g["kernel"] for g in fused.get("groups", [])}
+    out = {}
+    for n in fused.get("nodes", []):
+        k = kernel.get(n.get("group"))
+        if k in timed:
+            out[n["name"]] = (k, timed[k])
+    return out
+
+
+def slower_layers(quant: Any, fp32: Any, layers: list[str]) -> list[dict[str, Any]]:
+    """The quantized layers whose kernel in ``quant`` took longer than the kernel computing the same node in
+    Prism's FP32 compilation ``fp32`` (same run of the bench, each kernel's median): ``[{node, kernel,
+    us, fp32_kernel, fp32_us}]``, slowest ratio first."""
+    q, f = layer_kernel_us(quant), layer_kernel_us(fp32)
+    rows = [{"node": n, "kernel": q[n][0], "us": q[n][1], "fp32_kernel": f[n][0], "fp32_us": f[n][1]}
+            for n in layers if n in q and n in f and q[n][1] > f[n][1]]
+    return sorted(rows, key=lambda x: -x["us"] / max(x["fp32_us"], 1e-9))
 
 
 def _f(x: Any, spec: str, width: int) -> str:
@@ -104,11 +140,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         if fp:
             g = math.exp(sum(math.log(x) for x in fp) / len(fp))
             lines.append(f"geometric-mean Prism {dt} / ORT FP32 over {len(fp)} models: {g:.2f}")
-        return "\n".join(lines)
+        return "\n".join(lines + _slower_lines(rows, dt))
     ratios = [r["ratio_int8"] for r in rows if r["ok"] and r.get("ratio_int8")]
     if ratios:
         g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         lines.append(f"geometric-mean Prism INT8 / ORT INT8 over {len(ratios)} models: {g:.2f} (target <= 1.0)")
+    lines += _slower_lines(rows, dt)
     r50 = next((r for r in rows if r["model"] == "light_resnet50" and r["ok"]), None)
     if r50 is not None:
         lines.append(f"ResNet-50 INT8, 1 thread: {_f(r50['ratio_fp32'], '.2f', 0)}x ORT FP32 (target <= 0.5), "
@@ -116,3 +153,20 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                      f"{_f(100 * r50['top1'] if r50.get('top1') is not None else None, '.0f', 0)}%, "
                      f"SQNR {_f(r50['sqnr_db'], '.1f', 0)} dB")
     return "\n".join(lines)
+
+
+def _slower_lines(rows: list[dict[str, Any]], dt: str) -> list[str]:
+    """Warnings: a model or a layer slower at the reduced precision than in Prism's own FP32."""
+    out = []
+    for r in rows:
+        if not r["ok"] or r.get("prism_fp32_ms") is None:
+            continue
+        if r["prism_ms"] is not None and r["prism_ms"] > r["prism_fp32_ms"]:
+            out.append(f"warning: {r['model']}: Prism {dt} {r['prism_ms']:.2f} ms is slower than Prism FP32 "
+                       f"{r['prism_fp32_ms']:.2f} ms")
+        slow = r.get("slower_layers") or []
+        if slow:
+            worst = ", ".join(f"{x['node']} {x['us']:.0f} vs {x['fp32_us']:.0f} us" for x in slow[:4])
+            out.append(f"warning: {r['model']}: {len(slow)} {dt} kernels slower than Prism FP32's for the same "
+                       f"layer: {worst}{' ...' if len(slow) > 4 else ''}")
+    return out
