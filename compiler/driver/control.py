@@ -69,6 +69,7 @@ class _Planner:
         self.inits = {t.name: t for t in self.proto.graph.initializer}
         self.fused: list[tuple[str, dict[str, Any]]] = []  # (part label, graph.fused payload)
         self.decisions: list[dict[str, Any]] = []
+        self.kernels: list[Any] = []  # every part's LoweredKernel, named <part>/<kernel>
         bindable = {v["name"] for v in value_inputs(self.proto)}  # small integer inputs a request may bind
         self.uses = {(n.name, pos): name for name, n, pos in input_uses(self.proto) if name in bindable}
 
@@ -126,6 +127,7 @@ class _Planner:
                                "model with run-time control flow is not supported", node=label)
         for k, v in sub.stage_ms.items():  # the parts' stage times are the model's
             parent.stage_ms[k] = parent.stage_ms.get(k, 0.0) + v
+        self.kernels += [dataclasses.replace(lk, name=f"{label}/{lk.name}") for lk in sub.kernels]  # for kernel.timed
         return Part(sub.program, [i.name for i in model.graph.input], [o.name for o in model.graph.output], label)
 
     def body_part(self, body: GraphProto, label: str, head: list[tuple[str, tuple[Any, Any]]]
@@ -285,6 +287,7 @@ def compile_control(comp: Compilation) -> None:
     planner = _Planner(comp)
     comp.program = planner.build()
     comp.control = planner.decisions
+    comp.kernels = planner.kernels
     comp.events.emit("graph.fused", **fused_payload(planner))
 
 

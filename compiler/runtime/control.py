@@ -105,12 +105,10 @@ class _Runner:
 class ControlBound:
     """``prog`` bound for ``inputs`` (one array per graph input, checked as a Program's are). Offers
     what ``compiler.runtime.program.Bound`` does: ``run``, ``outputs``, ``set_inputs``, ``inputs``,
-    ``threads``, ``calls`` (empty: timing per kernel is not offered, the model is timed whole) and
-    ``entry``."""
+    ``threads``, ``calls`` (the bound parts' kernels) and ``entry`` (None: :meth:`run` runs the steps)."""
 
     def __init__(self, prog: ControlProgram, inputs: Sequence[np.ndarray]) -> None:
         self.prog = prog
-        self.calls: list[Any] = []
         self.entry = None
         self.threads = prog.threads or available_threads()
         for p in prog.parts():  # every part's parallel loops on the program's threads
@@ -147,6 +145,14 @@ class ControlBound:
 
     def outputs(self) -> list[np.ndarray]:
         return [np.array(self._env[name]) for name, _, _ in self.prog.outputs]
+
+    @property
+    def calls(self) -> list[tuple[str, Any, tuple[int, ...]]]:
+        """The kernel calls of every part bound so far (a part binds on its first run: a branch never
+        taken has none), named ``<part>/<kernel>`` as the compiler's kernel events, for timing each
+        kernel on its own; the model's time is :meth:`run`'s."""
+        return [(f"{r.part.label}/{name}", fn, ptrs) for rs in self._runners for r in rs if r.bound is not None
+                for name, fn, ptrs in r.bound.calls]
 
 
 def _scalar(step: Step, value: np.ndarray, what: str) -> Any:

@@ -218,4 +218,7 @@ def test_long_static_loop_runs_per_step_and_is_timed() -> None:
     assert res.ok, res.error
     timed = next(e for e in res.events if e["type"] == "model.timed")
     assert timed["threads"] == 1 and timed["prism_ms"] > 0
+    kernels = {e["kernel"] for e in res.events if e["type"] == "kernel.timed"}  # the body's, by their part
+    assert kernels and all(k.startswith("L.body/") for k in kernels)
+    assert kernels <= {e["kernel"] for e in res.events if e["type"] == "kernel.compiled"}
     assert next(e for e in res.events if e["type"] == "model.verified")["passed"] is True
