@@ -398,3 +398,23 @@ def test_a_5000_node_graph_stays_interactive(stack, page, tmp_path):
     assert page.locator(".graph-svg .gnode.group[data-heat]").count() == 157  # one box per group, each painted
     shot(page, "depth-12-graph-5000")
     assert len(times) == 40
+
+
+def test_the_roofline_places_and_opens_kernels(stack, page, tmp_path):
+    model = stack.upload(tiny_convnet(tmp_path / "tiny-convnet.onnx"))
+    comp = stack.compile(model["id"], pipeline="O2", input_shapes={"x": [1, 3, 64, 64]})
+    stack.wait_finished(comp["id"])
+    with stack.http() as c:
+        events = c.get(f"/api/compilations/{comp['id']}/events").json()["events"]
+    timed = [e for e in events if e["type"] == "kernel.timed" and e["flops"] > 0 and e["bytes"] > 0]
+    page.goto(f"{stack.url}/c/{comp['id']}/kernels")
+    page.click(".roofline-box > summary")
+    dots = page.locator(".roofline-svg .roof-point")
+    assert dots.count() == len(timed) > 0
+    # Each dot at its FLOP/byte: the one with the most FLOP per byte is the rightmost.
+    xs = {d.get_attribute("data-kernel"): float(d.get_attribute("cx")) for d in dots.all()}
+    best = max(timed, key=lambda e: e["flops"] / e["bytes"])["kernel"]
+    assert max(xs, key=xs.get) == best
+    shot(page, "depth-13-roofline")
+    page.locator(f".roofline-svg .roof-point[data-kernel='{best}']").click()
+    page.wait_for_url(re.compile(rf"/c/{comp['id']}/kernel/{best}"))

@@ -8,7 +8,8 @@ import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrow
 import { loopIr } from "../lang/loopir";
 import { llvmIr } from "../lang/llvmir";
 import { asmView, type AsmView } from "./asmview";
-import { linkTo } from "../router";
+import { linkTo, navigate } from "../router";
+import { rooflineChart, rooflinePoints } from "./roofline";
 import type { KernelState } from "../state";
 import { KERNEL_TABS, type KernelTab } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
@@ -46,6 +47,7 @@ export function kernelsPane(): Pane {
   let lastDetail: unknown[] = [];
   let viewer: CodeViewer | DiffViewer | null = null;
   let asmShown: AsmView | null = null;
+  let rooflineOpen = false;
 
   const renderTable = (force = false) => {
     if (!ctx) return;
@@ -89,7 +91,12 @@ export function kernelsPane(): Pane {
     const totalUs = timed.reduce((s, r) => s + (r.us ?? 0), 0);
     const threads = timed.find((r) => r.threads !== null)?.threads;
     const at = threads ? ` at ${threads} thread${threads > 1 ? "s" : ""}${threads > 1 ? " (one thread in the last column)" : ""}` : "";
+    const points = rooflinePoints(state);
+    const roof = points.length ? h("details", { class: "roofline-box", open: rooflineOpen }, h("summary", null, `Roofline (${points.length} kernels)`),
+      rooflineChart(points, (kernel) => navigate({ page: "compilation", id, view: "kernel", kernel, tab: view.view === "kernel" ? view.tab : "loop" }))) : null;
+    roof?.addEventListener("toggle", () => (rooflineOpen = (roof as HTMLDetailsElement).open));
     replace(table,
+      roof,
       h("p", { class: "muted" }, `${rows.length} kernels`, timed.length ? `, ${timed.length} timed${at}, sum ${fmtMs(totalUs / 1000)}` : ", not timed (code only or not run yet)"),
       h("table", { class: "grid" }, h("thead", null, head), h("tbody", null, ...rows.map(tr))),
     );
