@@ -11,6 +11,11 @@ Applied after a kernel's own schedule (``compiler.driver.lower.lower_graph``), t
   :data:`MAX_LAUNCHES` times (each outer iteration is one launch); else its outermost loop of 2 or
   more. Output loops are independent by construction (each iteration writes its own output
   elements; reductions are inner loops), so this reorders nothing.
+- A GEMM's per-column-block prologue (the im2col of a Conv, the packing of a MatMul's B: the
+  statements before the parallel row-tile loop in the column block's body) runs its outermost loop
+  in parallel too: each iteration fills its own rows of the block (input channel and tap, or k), so
+  the block is ready when the launch returns, before the row tiles read it. Its work is estimated
+  as one read and one write of a float per innermost iteration.
 - A parallel loop stays serial when one launch would carry less than :data:`MIN_TASK_US` µs of
   work: the kernel's estimated single-thread time, ``flops / FLOP_RATE + bytes / BYTE_RATE``
   (conservative rates for this kind of machine: ``../shared/PERFORMANCE.md``), divided by the
@@ -63,10 +68,43 @@ def _pick(func: PrimFunc, out_loops: list[tuple[str, int]]) -> For | None:
     return cands_ok[0][0] if cands_ok else None
 
 
+def _iterations(s: Stmt) -> int:
+    """Innermost iterations of a loop nest (the product of the extents along its deepest path)."""
+    if isinstance(s, For):
+        return s.extent * _iterations(s.body)
+    if isinstance(s, Seq):
+        return sum(_iterations(x) for x in s.stmts)
+    if isinstance(s, Allocate | If):
+        return _iterations(s.body if isinstance(s, Allocate) else s.then)
+    return 1
+
+
+def _prologues(func: PrimFunc, sched: list[str]) -> set[int]:
+    """Mark the outermost loop of each GEMM column-block prologue parallel (module docstring); returns
+    the ids of the loops marked."""
+    marked: set[int] = set()
+    for f, _ in list(_loops(func.body)):
+        if not isinstance(f.body, Seq) or not any(isinstance(x, For) and x.kind == "parallel" and x.var.name == "mo"
+                                                  for x in f.body.stmts):
+            continue
+        for pro in f.body.stmts:
+            if isinstance(pro, For) and pro.kind == "parallel":
+                break
+            if isinstance(pro, For) and pro.kind == "serial" and pro.extent >= 2:
+                per = 8 * _iterations(pro) / BYTE_RATE
+                if per >= MIN_TASK_US:
+                    pro.kind = "parallel"
+                    marked.add(id(pro))
+                    sched.append(f"parallel({pro.var.name})  # the column block's prologue: each iteration fills "
+                                 f"its own rows (~{per:.3g} us per launch)")
+    return marked
+
+
 def plan_parallel(func: PrimFunc) -> PrimFunc:
     """Choose ``func``'s parallel loops in place (module docstring); returns ``func``."""
     sched = func.attrs.setdefault("schedule", [])
     est = estimated_us(func)
+    pro = _prologues(func, sched)
     if not any(f.kind == "parallel" for f, _ in _loops(func.body)):
         for out_loops in func.attrs.get("computes", []):
             f = _pick(func, out_loops)
@@ -74,8 +112,8 @@ def plan_parallel(func: PrimFunc) -> PrimFunc:
                 f.kind = "parallel"
                 sched.append(f"parallel({f.var.name})  # outermost output loop: its iterations write disjoint outputs")
     for f, launches in list(_loops(func.body)):
-        if f.kind != "parallel":
-            continue
+        if f.kind != "parallel" or id(f) in pro:
+            continue  # a prologue's loop was judged on its own work above
         per = est / max(launches, 1)
         if per < MIN_TASK_US:
             f.kind = "serial"

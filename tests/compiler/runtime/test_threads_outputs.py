@@ -1,5 +1,5 @@
 """Outputs do not depend on the thread count: a model whose kernels run parallel loops (micro-kernel
-Conv and batched MatMul row tiles, Softmax and LayerNormalization rows, elementwise outer loops,
+Conv and batched MatMul row tiles, the Conv's im2col prologue, Softmax and LayerNormalization rows, elementwise outer loops,
 a reduction's output loop) gives bitwise the same outputs at 1 and 2 threads, and matches ONNX
 Runtime; kernels below the work threshold stay serial (compiler.schedule.parallel)."""
 
@@ -73,6 +73,7 @@ def test_small_kernels_stay_serial_with_the_reason_in_the_schedule() -> None:
     assert "parallel threshold" in text or "parallel(" not in text
     conv = next(lk for lk in comp.kernels if "conv" in lk.name)
     assert any("split into tasks" in line for line in conv.func.attrs["schedule"])
+    assert any(line.startswith("parallel(ci)  # the column block's prologue") for line in conv.func.attrs["schedule"])
 
 
 def test_compile_reports_threads_and_one_thread_times() -> None:
