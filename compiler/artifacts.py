@@ -168,7 +168,9 @@ def _compiled(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
-    """One relocatable ELF object for ``target`` holding every distinct kernel of the compilation.
+    """One relocatable ELF object for ``target`` holding every distinct kernel of the compilation
+    (and, when a kernel has parallel loops, the thread pool they call: ``prism_parallel_for``,
+    ``prism_pool_set_threads``; ``compiler.runtime.pool_ir``).
 
     The kernels' optimized LLVM IR (``kernel.compiled`` ``llvm_ir_optimized``) is parsed, linked into
     one module (``llvmlite.binding.ModuleRef.link_in``) and emitted by the target's machine
@@ -191,6 +193,12 @@ def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
         else:
             module.link_in(part)
     assert module is not None
+    if any("prism_parallel_for" in str(e["llvm_ir_optimized"]) for e in kernels):
+        # parallel loops call the thread pool the runtime JITs (compiler.runtime.pool): its IR is
+        # linked in too, so that the object (and the shared object) needs nothing of the runtime
+        from .runtime.pool_ir import pool_ir
+
+        module.link_in(llvm.parse_assembly(pool_ir(t.triple)))
     module.triple = t.triple
     module.data_layout = str(tm.target_data)
     module.verify()

@@ -296,3 +296,27 @@ def test_a_service_failure_has_no_reproducer(client, var_dir, make_compilation):
     listing = client.get(f"/api/compilations/{comp.id}/artifacts").json()
     assert "not the compiler" in listing["missing"]["reproducer.zip"]
     assert _get(client, comp, "reproducer.zip").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_shared_object_of_parallel_kernels_loads_alone(client, var_dir, tmp_path):
+    """A kernel with a parallel loop calls the runtime's thread pool (prism_parallel_for): the object
+    file carries the pool too, so the shared object loads with nothing of Prism's runtime."""
+    shape = [1, 16, 256, 256]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "big-relu.onnx")
+    comp = _compiled(tmp_path / "big-relu.onnx")
+    (kernel,) = _get(client, comp, "report.json").json()["kernels"]
+    assert "prism_parallel_for" in kernel["llvm_ir_optimized"]  # else pick a bigger shape
+    so = tmp_path / "parallel.so"
+    so.write_bytes(_get(client, comp, "module.so").content)
+    fn = getattr(ctypes.CDLL(str(so)), kernel["symbol"])
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out = np.zeros_like(x)
+    fn(x.ctypes.data, out.ctypes.data)
+    np.testing.assert_array_equal(out, ReferenceEvaluator(model).run(None, {"x": x})[0])
