@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from .bench_models import BENCH_MODELS
+from .runtime.pool import available_threads, check_threads
 
 SAMPLE_MODELS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
                  "light_resnet50", "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512", "yolov8n",
@@ -195,7 +196,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def thread_counts(text: str) -> list[int]:
     """``--threads`` text (``1,all``, ``2`` ...) as counts; ``all`` is every CPU this process may use.
     Raises CompileError(stage="request") for a count outside 1..that (``compiler.runtime.pool.check_threads``)."""
-    from .runtime.pool import available_threads, check_threads
 
     out: list[int] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):

@@ -29,6 +29,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -59,7 +60,7 @@ class _Builder:
         w = self.rng.standard_normal(shape) / math.sqrt(fan_in)
         return self.const(w.astype(np.float32), base)
 
-    def op(self, op: str, *inputs: str, **attrs: object) -> str:
+    def op(self, op: str, *inputs: str, **attrs: Any) -> str:
         out = self.name(op.lower())
         self.nodes.append(helper.make_node(op, list(inputs), [out], name=out, **attrs))
         return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..errors import CompileError
@@ -270,8 +271,6 @@ class _Planner:
 
 
 def _np(d: Any) -> Any:
-    import numpy as np
-
     return np.dtype(d) if d is not None else None
 
 

@@ -98,10 +98,10 @@ def layer_kernel_us(r: Any) -> dict[str, tuple[str, float]]:
     fused = (r.of_type("graph.fused") or [{}])[-1]
     timed = {k["kernel"]: float(k["median_us"]) for k in r.of_type("kernel.timed")}
     kernel = {g["id"]: g["kernel"] for g in fused.get("groups", [])}
-    out = {}
+    out: dict[str, tuple[str, float]] = {}
     for n in fused.get("nodes", []):
         k = kernel.get(n.get("group"))
-        if k in timed:
+        if k is not None and k in timed:
             out[n["name"]] = (k, timed[k])
     return out
 
