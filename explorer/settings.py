@@ -251,7 +251,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": PRISM_COMPILE_TIME_LIMIT_S + 120,
     "global_keyprefix": PRISM_BROKER_KEY_PREFIX,
 }
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A worker that loses Redis keeps its running compilations: they store their events in the database
+# and finish; the task message, unacknowledged on the lost channel, comes back later and finds the
+# compilation finished (`runs.claim`: the task is idempotent). Cancelling them instead (True) ended a
+# compilation in the middle with "SystemExit" for a Redis blip of a few seconds
+# (tests/explorer/test_stack_chaos.py::test_redis_cut_and_restored_mid_stream).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # Accounts: Django's users and password hashing (PBKDF2), its standard password checks.
 AUTH_PASSWORD_VALIDATORS = [

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -271,3 +272,60 @@ class Stack:
                     if stop_after is not None and events[-1]["seq"] >= stop_after:
                         return events
         raise AssertionError(f"dropped 4 times; got seqs {[e['seq'] for e in events]}")
+
+
+class Switch:
+    """A TCP forwarder to Redis that can be cut (every connection closed, the port refusing) and
+    restored on the same port: Redis going down and coming back, without touching the shared one."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream, self.port = upstream, free_port()
+        self.conns: list[socket.socket] = []
+        self.server: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self.server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def down(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        self.server.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        self.conns.clear()
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return  # closed: down
+            upstream = socket.create_connection(self.upstream)
+            self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass

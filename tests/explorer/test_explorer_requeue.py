@@ -10,7 +10,6 @@ stores nothing.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from datetime import timedelta
@@ -22,7 +21,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.utils import timezone
-from prism_stack import TERMINAL, Stack, free_port
+from prism_stack import TERMINAL, Stack, Switch
 
 from explorer.compilations.models import Compilation
 from explorer.compilations.services import queue as q
@@ -216,63 +215,6 @@ def test_a_submission_while_redis_is_down_is_503_and_stores_nothing(stack, model
             assert [x["id"] for x in c.get("/api/compilations").json()] == before
     finally:
         stack.stop("web-down")
-
-
-class Switch:
-    """A TCP forwarder to Redis that can be cut (every connection closed, the port refusing) and
-    restored on the same port: Redis going down and coming back, without touching the shared one."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream, self.port = upstream, free_port()
-        self.conns: list[socket.socket] = []
-        self.server: socket.socket | None = None
-        self.up()
-
-    def up(self) -> None:
-        server = socket.socket()
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", self.port))
-        server.listen(64)
-        self.server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
-
-    def down(self) -> None:
-        try:
-            self.server.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
-        except OSError:
-            pass
-        self.server.close()
-        for c in self.conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-        self.conns.clear()
-
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return  # closed: down
-            upstream = socket.create_connection(self.upstream)
-            self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 @pytest.mark.slow

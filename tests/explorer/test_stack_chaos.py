@@ -1,19 +1,20 @@
 """Chaos against a real stack (issue 17 item 8): the pool process SIGKILLed in each stage of a
 compilation, the child that runs generated code SIGKILLed, the web server restarted while a client
-streams. Each time the log ends with exactly one terminal event, with no gap, the failure names the
+streams, Redis cut and restored while a compilation runs and a client streams. Each time the log ends with exactly one terminal event, with no gap, the failure names the
 stage it happened in, nothing is left running, and the next compilation succeeds."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
 import onnx
 import pytest
 from hostile_corpus import relu
-from prism_stack import TERMINAL, Stack
+from prism_stack import TERMINAL, Stack, Switch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -145,3 +146,57 @@ def test_a_client_streaming_through_a_web_restart_loses_nothing(stack, small):
     evs = first + rest
     assert_complete(evs)
     assert evs == events(stack, comp["id"])
+
+
+def test_redis_cut_and_restored_mid_stream(stack, model, small, tmp_path_factory):
+    """A second web server and worker reach Redis through a switch that is cut for 4 s while a
+    compilation of theirs runs and a client streams it: the compilation finishes (its events go to
+    the database; the worker keeps its running task), the client gets the stored log exactly, and
+    once Redis is back the same worker compiles again."""
+    import redis
+
+    real = redis.Redis.from_url(stack.env["REDIS_URL"]).connection_pool.connection_kwargs
+    switch = Switch((real["host"], real["port"]))
+    via = f"redis://127.0.0.1:{switch.port}/{real['db']}"
+    url = stack.start_web("web-switch", REDIS_URL=via)
+    stack.stop("w1")
+    stack.start_worker("w-switch", REDIS_URL=via, CELERY_BROKER_URL=via)
+    main_url = stack.url
+    try:
+        stack.url = url
+        comp = stack.compile(model["id"], pipeline="O2", options={"benchmark": False}, cache=False)
+        streamed: list[dict] = []
+        reconnects = [0]
+
+        def follow() -> None:  # as the browser does: reconnect after the last seq it has, whatever closed it
+            while not streamed or streamed[-1]["type"] not in TERMINAL:
+                try:
+                    streamed.extend(stack.ws_events(comp["id"], after=streamed[-1]["seq"] if streamed else -1,
+                                                    timeout=400))
+                except Exception:  # noqa: BLE001 - the server closed it (its Redis was gone) or refused it
+                    reconnects[0] += 1
+                    assert reconnects[0] < 100
+                    time.sleep(0.5)
+
+        watcher = threading.Thread(target=follow)
+        watcher.start()
+        wait_stage(stack, comp["id"], "passes")
+        switch.down()
+        time.sleep(4.0)
+        switch.up()
+        final = stack.wait_finished(comp["id"], timeout=400)
+        watcher.join(timeout=400)
+        assert final["status"] == "succeeded", final["error"]
+        stored = events(stack, comp["id"])
+        assert_complete(stored)
+        assert streamed == stored
+        print(f"\nRedis cut for 4 s mid-compilation: {final['status']} "
+              f"({(final['error'] or {}).get('message', final['verification'])}); {len(stored)} events, "
+              f"{reconnects[0]} reconnection(s)")
+        then_one_succeeds(stack, small)
+    finally:
+        stack.url = main_url
+        switch.down()
+        stack.stop("w-switch")
+        stack.stop("web-switch")
+        stack.start_worker("w1")
