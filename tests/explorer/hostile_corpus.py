@@ -115,12 +115,9 @@ def _nested_ifs(depth: int) -> bytes:
     return model([top], [vi("c", TensorProto.BOOL, []), vi("x", F, [4])], [vi(f"o{depth}", F, [4])])
 
 
-def cases() -> list[Case]:
-    """The corpus (names are unique; see each expectation's comment for the spec it follows)."""
-    rnd = np.random.default_rng(17)
-    valid = relu()
-    c = [
-        # --- not ONNX at all: refused at upload -------------------------------------------------------------
+def _not_onnx(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Not ONNX at all: refused at upload."""
+    return [
         Case("empty-file", b"", upload=(400, "model is empty (0 bytes)")),
         Case("random-bytes", rnd.bytes(4096), upload=(400, "not a valid ONNX model")),
         Case("text-file", b"this is not a model\n" * 10, upload=(400, "not a valid ONNX model")),
@@ -135,10 +132,20 @@ def cases() -> list[Case]:
             .SerializeToString(), upload=(400, "model declares no opset_import")),
         Case("invalid-utf8-name", _bad_utf8_name(), upload=(400, "malformed model")),
         Case("over-the-upload-limit", os.urandom(8 * MIB + 128 * 1024), upload=(413, "model file is too large")),
-        # --- hostile: external data escaping the upload -----------------------------------------------------
+    ]
+
+
+def _hostile_data(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Hostile: external data escaping the upload."""
+    return [
         Case("external-data-traversal", _external("../../../../etc/passwd"), upload=(400, "external file")),
         Case("external-data-absolute", _external("/etc/passwd"), upload=(400, "external file")),
-        # --- invalid graphs (ONNX IR spec) --------------------------------------------------------------------
+    ]
+
+
+def _invalid_graphs(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Invalid graphs (ONNX IR spec)."""
+    return [
         Case("no-outputs", model([node("Relu", ["x"], ["y"])], [vi("x", F, [4])], []),
              upload=(400, "the graph has no outputs")),
         Case("cycle", _cycle(), request=(400, "the graph has a cycle: cycle through node add (Add)")),
@@ -151,7 +158,12 @@ def cases() -> list[Case]:
         Case("string-constant", model([node("Constant", [], ["c"], "label", value=helper.make_tensor(
             "v", TensorProto.STRING, [1], [b"a"])), node("Relu", ["x"], ["y"])], [vi("x", F, [4])], [vi("y", F, [4])]),
             upload=(400, "node label (Constant): attribute value is a string tensor")),
-        # --- operators the spec forbids as written ----------------------------------------------------------
+    ]
+
+
+def _forbidden_ops(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Operators the spec forbids as written."""
+    return [
         Case("sum-5000-inputs", model([node("Sum", ["x"] * 5000, ["y"])], [vi("x", F, [4])], [vi("y", F, [4])]),
              upload=(400, "node sum (Sum): 5000 inputs, more than the 256")),
         Case("maxpool-kernel-0", model([node("MaxPool", ["x"], ["y"], "pool", kernel_shape=[0, 0])],
@@ -191,7 +203,12 @@ def cases() -> list[Case]:
              request=(400, "unknown op com.evil.Evil at node evil")),
         Case("future-opset", model([node("Relu", ["x"], ["y"])], [vi("x", F, [4])], [vi("y", F, [4])], opset=99),
              upload=(400, "opset 99 of the default domain is not supported")),
-        # --- absurd sizes: refused before anything is allocated -----------------------------------------------
+    ]
+
+
+def _absurd_sizes(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Absurd sizes: refused before anything is allocated."""
+    return [
         Case("absurd-input-dims", relu((1 << 20, 1 << 20, 1 << 10)),
              request=(400, "input 'x' of shape [1048576, 1048576, 1024] has 1125899906842624 elements, above the "
                            "limit of 2147483647 per tensor")),
@@ -207,7 +224,12 @@ def cases() -> list[Case]:
              upload=None, stage="run", message="the constants ("),
         Case("unbound-symbolic-dim", model([node("Relu", ["x"], ["y"])], [vi("x", F, ["batch", 4])], [vi("y", F, None)]),
              request=(400, "batch")),
-        # --- edge cases that compile: verdict from ONNX Runtime ----------------------------------------------
+    ]
+
+
+def _edge_cases(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Edge cases that compile: verdict from ONNX Runtime."""
+    return [
         Case("valid-relu", valid, verified=True, says="outputs match ONNX Runtime"),
         Case("zero-size-tensor", relu((0, 4)), verified=True, says="outputs match ONNX Runtime"),
         Case("nan-data", model([node("Add", ["x", "n"], ["y"])], [vi("x", F, [4])], [vi("y", F, [4])],
@@ -229,7 +251,12 @@ def cases() -> list[Case]:
                                             [vi("x", I32, [4])], [vi("y", I32, [4])],
                                             [const("m", np.array(-2**31, np.int32)), const("one", np.array(1, np.int32))]),
              verified=True, says="outputs match ONNX Runtime"),
-        # --- out-of-range indices given as data (ONNX Gather: indices in [-s, s-1]) --------------------------
+    ]
+
+
+def _indices(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Out-of-range indices given as data (ONNX Gather: indices in [-s, s-1])."""
+    return [
         Case("gather-constant-index-out-of-range", model([node("Gather", ["d", "i"], ["y"])], [vi("d", F, [4, 2])],
                                                          [vi("y", F, None)], [const("i", np.array([0, 5], np.int64))]),
              stage="shape", message="gather (Gather): indices[1] = 5 is out of range for axis 0 of size 4"),
@@ -245,6 +272,12 @@ def cases() -> list[Case]:
         Case("gather-negative-index-in-range", model([node("Gather", ["d", "i"], ["y"])], [vi("d", F, [4, 2])],
                                                      [vi("y", F, None)], [const("i", np.array([-4, 3], np.int64))]),
              verified=True, says="outputs match ONNX Runtime"),
+    ]
+
+
+def _more(rnd: np.random.Generator, valid: bytes) -> list[Case]:
+    """Deep nesting, values defined twice, negative and unknown dims."""
+    return [
         Case("nested-ifs", _nested_ifs(12), verified=True, says="outputs match ONNX Runtime",
              fields={"input_values": {"c": [1]}}),
         Case("duplicate-output-name", model([node("Relu", ["x"], ["y"], "r1"), node("Neg", ["x"], ["y"], "n1")],
@@ -255,4 +288,11 @@ def cases() -> list[Case]:
         Case("untyped-graph-input", model([node("Relu", ["x"], ["y"])], [helper.make_value_info("x", onnx.TypeProto())],
                                           [vi("y", F, [4])]), request=(400, "x: rank unknown")),
     ]
-    return c
+
+
+def cases() -> list[Case]:
+    """The corpus (names are unique; see each expectation's comment for the spec it follows)."""
+    rnd = np.random.default_rng(17)
+    valid = relu()
+    groups = (_not_onnx, _hostile_data, _invalid_graphs, _forbidden_ops, _absurd_sizes, _edge_cases, _indices, _more)
+    return [case for group in groups for case in group(rnd, valid)]
