@@ -68,17 +68,23 @@ class DimRangeBound:
     def __init__(self, prog: DimRangeProgram, inputs: Sequence[np.ndarray]) -> None:
         self.range = prog
         self.n = prog.size_of(inputs)
-        self.bound = bind(prog.programs[self.n], inputs)
+        self._adopt(bind(prog.programs[self.n], inputs))
+
+    def _adopt(self, bound: Any) -> None:
+        """Take ``bound``'s methods as this object's own: a run costs what the size's Bound's does."""
+        self.bound = bound
+        self.run, self.outputs = bound.run, bound.outputs
 
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         n = self.range.size_of(inputs)
         if n != self.n:
-            self.n, self.bound = n, bind(self.range.programs[n], inputs)
+            self.n = n
+            self._adopt(bind(self.range.programs[n], inputs))
         else:
             self.bound.set_inputs(inputs)
 
     def feed(self, inputs: Sequence[np.ndarray]) -> None:
         self.set_inputs(inputs)
 
-    def __getattr__(self, name: str) -> Any:  # run, outputs, inputs, calls, entry, threads, prog
+    def __getattr__(self, name: str) -> Any:  # inputs, calls, entry, threads, prog
         return getattr(self.bound, name)
