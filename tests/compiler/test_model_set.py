@@ -65,4 +65,7 @@ def test_o3_check_passes(name: str) -> None:
     r = compiler.compile(model, pipeline="O3", input_shapes=WHEEL_SHAPES.get(name), check_passes=True,
                          backend=False)
     assert r.ok, r.error
-    assert [c["passed"] for c in r.checks] == [True] * len(r.checks) and len(r.checks) == 10
+    # one record after import and one per graph pass (the model passes change nothing in these models,
+    # so they add none): the count follows O3's text, not a number written here
+    assert [c["passed"] for c in r.checks] == [True] * len(r.checks)
+    assert len(r.checks) == 1 + len(list(parse_pipeline("O3").level("graph").specs()))
