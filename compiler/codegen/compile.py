@@ -24,9 +24,10 @@ from llvmlite import ir
 
 from ..errors import CompileError
 from ..loops.ir import PrimFunc
-from ..loops.printer import print_func
+from ..loops.printer import ORIGIN_PREFIX, print_func
 from ..targets import Target
 from .cache import LRUCache, kernel_cache_limit
+from .debuginfo import asm_line_map, llvm_line_map
 from .llvm_codegen import KernelCodegen
 
 
@@ -34,7 +35,8 @@ from .llvm_codegen import KernelCodegen
 class CompiledKernel:
     """``symbol`` (function name in ``obj``), ``llvm_ir`` before and ``llvm_ir_optimized`` after
     optimization, ``asm`` (text), ``obj`` (ELF bytes), ``compile_ms`` (wall ms of the first compile),
-    ``cached`` (True when this call was served from the cache)."""
+    ``cached`` (True when this call was served from the cache); the ``*_lines`` maps give each line of
+    those texts the loop-IR line (of ``print_func``'s text, 1-based; 0: none) its debug location names."""
 
     symbol: str
     llvm_ir: str
@@ -43,6 +45,9 @@ class CompiledKernel:
     obj: bytes
     compile_ms: float
     cached: bool = False
+    asm_lines: tuple[int, ...] = ()  # per asm line, its loop-IR line (0: none); compiler.codegen.debuginfo
+    llvm_ir_lines: tuple[int, ...] = ()  # per llvm_ir line, likewise
+    llvm_ir_optimized_lines: tuple[int, ...] = ()  # per llvm_ir_optimized line, likewise
 
 
 def kernel_bytes(ck: CompiledKernel) -> int:
@@ -98,9 +103,12 @@ def has_fma(target: Target) -> bool:
 
 
 def kernel_key(func: PrimFunc, target: Target) -> str:
-    """SHA-256 (hex) of the printed loop IR and the target name: the cache key."""
+    """SHA-256 (hex) of the printed loop IR (less its bindings and origin) and the target name: the cache key."""
     text = print_func(func).replace(f"def {func.name}(", "def _(", 1)
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("    # bind:"))
+    # bindings and origin (ONNX node names) do not change the code; the origin line's presence shifts
+    # the loop-IR line numbers of the debug locations, so it stays
+    text = "\n".join(line if not line.startswith("    " + ORIGIN_PREFIX) else "    # origin"
+                     for line in text.splitlines() if not line.startswith("    # bind:"))
     return hashlib.sha256(f"{target.name}\n{text}".encode()).hexdigest()
 
 
@@ -141,4 +149,5 @@ def _compile(func: PrimFunc, target: Target, key: str) -> CompiledKernel:
     except Exception as e:  # LLVM verifier / backend errors
         raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {str(e).splitlines()[0] if str(e) else e}",
                            kernel=func.name) from e
-    return CompiledKernel(symbol, text, opt, asm, obj, (time.perf_counter() - t0) * 1e3)
+    return CompiledKernel(symbol, text, opt, asm, obj, (time.perf_counter() - t0) * 1e3, asm_lines=tuple(asm_line_map(asm)),
+                          llvm_ir_lines=tuple(llvm_line_map(text)), llvm_ir_optimized_lines=tuple(llvm_line_map(opt)))

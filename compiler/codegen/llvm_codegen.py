@@ -51,6 +51,10 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.ir import linear_coeff as _linear
+from .debuginfo import DebugInfo
+from .guards import conjuncts as _conjuncts
+from .guards import guarded as _guarded
+from .guards import unclamp as _unclamp
 from .intrinsics import Intrinsics, _suffix
 from .parallel import emit_parallel
 
@@ -65,33 +69,6 @@ MTYPE = dict(LTYPE, bool=ir.IntType(8))  # in memory a bool is a byte
 
 def _isf(dt: str) -> bool:
     return dt in ("f32", "f64")
-
-
-def _unclamp(e: Expr) -> Expr:
-    """``e`` without outer ``min``/``max`` with a constant bound."""
-    while isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Int):
-        e = e.a
-    return e
-
-
-def _conjuncts(c: Expr) -> set[Expr]:
-    if isinstance(c, Bin) and c.op == "and":
-        return _conjuncts(c.a) | _conjuncts(c.b)
-    return {c}
-
-
-def _guarded(index: Expr, conds: set[Expr]) -> bool:
-    """True when every clamp on ``index`` is implied by the conjuncts: ``max(u, lo)`` needs
-    ``u >= lo`` and ``min(u, hi)`` needs ``u < hi + 1`` (so the clamp is a no-op where the
-    condition holds and the unclamped address is in bounds)."""
-    e = index
-    while isinstance(e, Bin) and e.op in ("min", "max") and isinstance(e.b, Int):
-        u = _unclamp(e.a)
-        need = Bin(">=", u, Int(e.b.value)) if e.op == "max" else Bin("<", u, Int(e.b.value + 1))
-        if need not in conds:
-            return False
-        e = e.a
-    return True
 
 
 class _V:
@@ -121,6 +98,7 @@ class KernelCodegen:
         self.intr = Intrinsics(module, fma, features)
         self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
         self.in_task, self.n_tasks = False, 0  # inside an outlined parallel body; bodies outlined so far
+        self.dbg = DebugInfo(module, func, self.fn)  # !dbg locations: loop-IR lines
 
     def emit(self) -> ir.Function:
         self._stmt(self.f.body)
@@ -130,6 +108,14 @@ class KernelCodegen:
 
     # statements -------------------------------------------------------------------------------
     def _stmt(self, s: Stmt) -> None:
+        loc, prev = self.dbg.location(s), self.b.debug_metadata
+        self.b.debug_metadata = loc or prev
+        try:
+            self._stmt_at(s)
+        finally:
+            self.b.debug_metadata = prev
+
+    def _stmt_at(self, s: Stmt) -> None:
         if isinstance(s, Seq):
             for x in s.stmts:
                 self._stmt(x)

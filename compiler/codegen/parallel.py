@@ -121,6 +121,8 @@ def _body(cg: Any, task: ir.Function, sty: ir.LiteralStructType, params: list[st
     clo, t, n = task.args
     cg.fn, cg.entry = task, task.append_basic_block("entry")
     b = cg.b = ir.IRBuilder(task.append_basic_block("body"))
+    scope = cg.dbg.enter(task)  # the task's own subprogram; its code at the parallel loop's line
+    b.debug_metadata = cg.dbg.location(loop)
     cg.ptr = {p: b.load(_field(b, clo, sty, i), typ=PTR, name=p) for i, p in enumerate(params)}
     cg.env = {v: cg.V(b.load(_field(b, clo, sty, len(params) + i), typ=I64, name=v), 1) for i, v in enumerate(var_names)}
     cg.vlocal = {}
@@ -147,4 +149,5 @@ def _body(cg: Any, task: ir.Function, sty: ir.LiteralStructType, params: list[st
         ir.IRBuilder(cg.entry).branch(task.blocks[1])
     finally:
         cg.fn, cg.entry, cg.b, cg.ptr, cg.env, cg.vlocal = saved
+        cg.dbg.scope = scope
         cg.in_task = False

@@ -18,7 +18,7 @@ from ..codegen.compile import CompiledKernel, compile_kernel
 from ..errors import CompileError
 from ..frontend.bounded import BOUNDED_OPS
 from ..ir import FusedGroup, Graph
-from ..loops.lower import LoweredKernel, lower_group
+from ..loops.lower import LoweredKernel, lower_group, origin_of
 from ..loops.printer import print_func, print_schedule
 from ..schedule import schedule_kernel
 from ..schedule.int8 import try_int8
@@ -111,6 +111,7 @@ def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
             lk = lower_group(node, name, opset)
             schedule_kernel(lk, target)
         plan_parallel(lk.func)
+        lk.func.attrs["origin"] = origin_of(node)
         out.append(lk)
     return out
 
@@ -128,7 +129,7 @@ def lower(comp: Compilation) -> None:
     if comp.request.kernel_events:
         for lk in comp.kernels:
             comp.events.emit("kernel.lowered", kernel=lk.name, group=lk.group, loop_ir=print_func(lk.func),
-                             schedule=print_schedule(lk.func))
+                             schedule=print_schedule(lk.func), nodes=lk.func.attrs.get("origin", []))
 
 
 def codegen(comp: Compilation) -> None:
@@ -139,4 +140,6 @@ def codegen(comp: Compilation) -> None:
         for lk, ck in zip(comp.kernels, comp.compiled, strict=True):
             comp.events.emit("kernel.compiled", kernel=lk.name, llvm_ir=ck.llvm_ir,
                              llvm_ir_optimized=ck.llvm_ir_optimized, asm=ck.asm, compile_ms=round(ck.compile_ms, 3),
-                             cached=ck.cached, symbol=ck.symbol)
+                             cached=ck.cached, symbol=ck.symbol, asm_loop_lines=list(ck.asm_lines),
+                             llvm_ir_loop_lines=list(ck.llvm_ir_lines),
+                             llvm_ir_optimized_loop_lines=list(ck.llvm_ir_optimized_lines))

@@ -100,6 +100,8 @@ class KernelLowered(TypedDict):
     group: str
     loop_ir: str
     schedule: Annotated[Any, Doc("The printed schedule.")]
+    nodes: NotRequired[Annotated[list[str], Doc(
+        "The ONNX nodes the kernel computes (the fused group's, in order): every loop-IR line's origin.")]]
 
 
 class KernelCompiled(TypedDict):
@@ -110,6 +112,12 @@ class KernelCompiled(TypedDict):
     compile_ms: Number
     cached: NotRequired[Annotated[bool, Doc("Served from the kernel cache (an identical kernel compiled before).")]]
     symbol: NotRequired[Annotated[str, Doc("The kernel's symbol in the object code (identical kernels share one).")]]
+    asm_loop_lines: NotRequired[Annotated[list[int], Doc(
+        "Per line of asm, the kernel.lowered loop_ir line (1-based) its instruction came from (its .loc); 0: none.")]]
+    llvm_ir_loop_lines: NotRequired[Annotated[list[int], Doc(
+        "Per line of llvm_ir, the loop_ir line of its !dbg location; 0: none.")]]
+    llvm_ir_optimized_loop_lines: NotRequired[Annotated[list[int], Doc(
+        "Per line of llvm_ir_optimized, the loop_ir line of its !dbg location; 0: none.")]]
 
 
 class KernelTimed(TypedDict):

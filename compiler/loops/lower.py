@@ -104,6 +104,14 @@ def _static(v: Value) -> tuple[str, tuple[int, ...]]:
     return t.short, tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
 
 
+def origin_of(node: Node) -> list[str]:
+    """The ONNX nodes a kernel computes: the names of a fused group's body nodes in order (a lone
+    node: its own), an unnamed node by its op type and position (``Conv#3``); a kernel's loop IR
+    carries them as ``attrs["origin"]`` (printed as its ``# origin:`` line)."""
+    nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
+    return [n.name or f"{n.op_type}#{i}" for i, n in enumerate(nodes)]
+
+
 def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any] | None = None,
                 build: bool = True) -> LoweredKernel:
     """Lower a FusedGroup (or any single node, as a one-node group) to a kernel named ``kernel``.

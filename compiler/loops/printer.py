@@ -37,6 +37,7 @@ from .ir import (
     Var,
 )
 
+ORIGIN_PREFIX = "# origin: "  # the loop-IR comment naming a kernel's ONNX nodes (not part of its cache key)
 _INFIX = {"+", "-", "*", "/", "//", "%", "<", "<=", ">", ">=", "==", "!=", "and", "or", "&", "|", "^", "<<", ">>"}
 
 
@@ -79,22 +80,25 @@ def _buf_decl(b: Buffer) -> str:
     return f"T.Buffer({tuple(b.shape)!r}, \"{b.dtype}\", \"{b.scope}\")"
 
 
-def _stmt_lines(s: Stmt, ind: str, out: list[str]) -> None:
+def _stmt_lines(s: Stmt, ind: str, out: list[str], where: dict[int, int] | None = None) -> None:
+    """Append the lines of ``s`` to ``out``; ``where`` gets id(statement) -> its 1-based line in ``out``."""
+    if where is not None and not isinstance(s, Seq):
+        where[id(s)] = len(out) + 1
     if isinstance(s, For):
         out.append(f"{ind}for {s.var.name} in T.{s.kind}({s.extent}):")
-        _stmt_lines(s.body, ind + "    ", out)
+        _stmt_lines(s.body, ind + "    ", out, where)
     elif isinstance(s, Store):
         idx = ", ".join(expr_str(i) for i in s.indices)
         out.append(f"{ind}{s.buf.name}[{idx}] = {expr_str(s.value)}")
     elif isinstance(s, Seq):
         for x in s.stmts:
-            _stmt_lines(x, ind, out)
+            _stmt_lines(x, ind, out, where)
     elif isinstance(s, Allocate):
         out.append(f"{ind}{s.buf.name} = T.alloc_buffer({tuple(s.buf.shape)!r}, \"{s.buf.dtype}\", \"{s.buf.scope}\")")
-        _stmt_lines(s.body, ind, out)
+        _stmt_lines(s.body, ind, out, where)
     elif isinstance(s, If):
         out.append(f"{ind}if {expr_str(s.cond)}:")
-        _stmt_lines(s.then, ind + "    ", out)
+        _stmt_lines(s.then, ind + "    ", out, where)
     else:
         raise TypeError(type(s))
 
@@ -105,16 +109,35 @@ def print_body(s: Stmt, indent: str = "") -> str:
     return "\n".join(out)
 
 
-def print_func(f: PrimFunc) -> str:
-    """The kernel's text: signature, its schedule (one primitive a line, as comments), body."""
+def _header(f: PrimFunc) -> list[str]:
     params = ", ".join(f"{b.name}: {_buf_decl(b)}" for b in f.params)
     lines = ["@T.prim_func", f"def {f.name}({params}):"]
     for bind in f.attrs.get("bindings", []):
         lines.append(f"    # bind: {bind}")
+    if f.attrs.get("origin"):
+        lines.append(f"    {ORIGIN_PREFIX}{', '.join(f.attrs['origin'])}")
     for step in f.attrs.get("schedule", []):
         lines.append(f"    # schedule: {step}")
+    return lines
+
+
+def print_func(f: PrimFunc) -> str:
+    """The kernel's text: signature, what its parameters are bound to, its origin (the ONNX nodes of
+    the fused group, ``attrs["origin"]``: every statement computes part of them), its schedule (one
+    primitive a line), all as comments, then the body."""
+    lines = _header(f)
     _stmt_lines(f.body, "    ", lines)
     return "\n".join(lines) + "\n"
+
+
+def statement_lines(f: PrimFunc) -> dict[int, int]:
+    """id(statement) -> its 1-based line in :func:`print_func`'s text, for every statement of
+    ``f.body`` but :class:`Seq` (which prints no line of its own). Keyed by identity: equal
+    statements at two places have two lines."""
+    lines = _header(f)
+    where: dict[int, int] = {}
+    _stmt_lines(f.body, "    ", lines, where)
+    return where
 
 
 def print_schedule(f: PrimFunc) -> str:

@@ -204,6 +204,8 @@ export interface KernelLowered extends EventBase {
   loop_ir: string;
   /** The printed schedule. */
   schedule: unknown;
+  /** The ONNX nodes the kernel computes (the fused group's, in order): every loop-IR line's origin. */
+  nodes?: string[];
 }
 
 export interface KernelCompiled extends EventBase {
@@ -217,6 +219,12 @@ export interface KernelCompiled extends EventBase {
   cached?: boolean;
   /** The kernel's symbol in the object code (identical kernels share one). */
   symbol?: string;
+  /** Per line of asm, the kernel.lowered loop_ir line (1-based) its instruction came from (its .loc); 0: none. */
+  asm_loop_lines?: number[];
+  /** Per line of llvm_ir, the loop_ir line of its !dbg location; 0: none. */
+  llvm_ir_loop_lines?: number[];
+  /** Per line of llvm_ir_optimized, the loop_ir line of its !dbg location; 0: none. */
+  llvm_ir_optimized_loop_lines?: number[];
 }
 
 export interface KernelTimed extends EventBase {
