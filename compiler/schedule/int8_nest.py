@@ -163,10 +163,18 @@ def _lanes(extent: int, width: int) -> int | None:
 
 
 def _vector_for(var: Var, extent: int, width: int, body: Callable[[Expr], Stmt]) -> Stmt:
-    """``for var in extent: body(var)``, vectorized by the widest of width/8/4 lanes dividing it."""
+    """``for var in extent: body(var)``, vectorized by the widest of width/8/4 lanes dividing it; where none
+    divides it, the widest that fits runs the whole vectors and a serial loop the rest (a 10- or 14-pixel
+    output row: ppocr's and ResNet's small maps were scalar before)."""
     lanes = _lanes(extent, width)
     if lanes is None:
-        return For(var, extent, body(var))
+        fit = next((v for v in (width, 8, 4) if v <= min(width, extent)), None)
+        if fit is None:
+            return For(var, extent, body(var))
+        main = extent // fit * fit
+        vo, vi, vt = Var(var.name + "_o"), Var(var.name + "_i"), Var(var.name + "_t")
+        return Seq([For(vo, main // fit, For(vi, fit, body(add(mul(vo, fit), vi)), "vectorized")),
+                    For(vt, extent - main, body(add(vt, main)))])
     if lanes == extent:
         return For(var, extent, body(var), "vectorized")
     vo, vi = Var(var.name + "_o"), Var(var.name + "_i")
