@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # prism_stack imports explorer's message names
 sys.path.insert(0, str(REPO / "tests" / "explorer"))
 os.environ.setdefault("DJANGO_SECRET_KEY", "prism-soak-" + os.urandom(8).hex())
 os.environ.setdefault("PRISM_UPLOAD_RATE", "100000/min")
