@@ -4,6 +4,7 @@
  * remembered in this browser), the innermost loops marked, a "go to the innermost loop" link, and
  * the comment gutter on the original line numbers (an anchor names the assembly's own line).
  */
+import type { Extension } from "@codemirror/state";
 import { commentGutter } from "../commentgutter";
 import { codeViewer, lineClasses, type CodeViewer } from "../editor";
 import { h } from "../dom";
@@ -29,6 +30,8 @@ function loadFilters(): AsmFilters {
 
 export interface AsmView {
   viewer: CodeViewer;
+  /** For each shown line (index 0 = line 1), its 1-based line in the original text. */
+  origin: readonly number[];
   /** The shown line of an original 1-based line (null when filtered out), for comment counts. */
   shownLine(original: number): number | null;
 }
@@ -39,7 +42,7 @@ export interface AsmView {
  */
 export function asmView(host: HTMLElement, bar: HTMLElement, text: string, opts: {
   target: string; symbols: Record<string, string>; counts: ReadonlyMap<number, number>;
-  onComment?: (line: number, text: string) => void; rerender: () => void;
+  onComment?: (line: number, text: string) => void; rerender: () => void; extensions?: Extension[];
 }): AsmView {
   const filters = loadFilters();
   const f = filterAsm(text, filters, commentMarker(opts.target), opts.symbols);
@@ -66,7 +69,7 @@ export function asmView(host: HTMLElement, bar: HTMLElement, text: string, opts:
     const s = shown.get(line);
     if (s !== undefined) counts.set(s, n);
   }
-  const extra = [lineClasses(classes)];
+  const extra = [lineClasses(classes), ...(opts.extensions ?? [])];
   if (opts.onComment) {
     const cb = opts.onComment;
     extra.push(commentGutter(counts, (line) => cb(f.origin[line - 1], original[f.origin[line - 1] - 1] ?? "")));
@@ -76,5 +79,5 @@ export function asmView(host: HTMLElement, bar: HTMLElement, text: string, opts:
     e.preventDefault();
     viewer.markLine(hot[0].start);
   });
-  return { viewer, shownLine: (o) => shown.get(o) ?? null };
+  return { viewer, origin: f.origin, shownLine: (o) => shown.get(o) ?? null };
 }

@@ -8,6 +8,8 @@ import { kernelRows, sortRows, type KernelRow, type SortKey } from "../kernelrow
 import { loopIr } from "../lang/loopir";
 import { llvmIr } from "../lang/llvmir";
 import { asmView, type AsmView } from "./asmview";
+import { describe, lineMap, loopLineOf, relatedLines, type ProvText } from "../provenance";
+import { provenanceLines, showRelated } from "../provlines";
 import { linkTo, navigate } from "../router";
 import { rooflineChart, rooflinePoints } from "./roofline";
 import type { KernelState } from "../state";
@@ -26,6 +28,7 @@ const COLUMNS: { key: SortKey; label: string; numeric: boolean; title?: string }
 ];
 
 const TAB_CODE: Partial<Record<KernelTab, CodeKind>> = { loop: "loop", llvm: "llvm", opt: "llvm_optimized", asm: "asm" };
+const TAB_PROV: Partial<Record<KernelTab, ProvText>> = { loop: "loop", llvm: "llvm", opt: "opt", asm: "asm" };
 const TAB_LABEL: Record<KernelTab, string> = { loop: "Loop IR", llvm: "LLVM IR", opt: "Optimized LLVM IR", optdiff: "LLVM IR diff", asm: "Assembly" };
 
 function tabText(k: KernelState | undefined, tab: KernelTab): string | undefined {
@@ -48,6 +51,26 @@ export function kernelsPane(): Pane {
   let viewer: CodeViewer | DiffViewer | null = null;
   let asmShown: AsmView | null = null;
   let rooflineOpen = false;
+  // The selected loop-IR line (provenance.ts): set by a click in the loop IR, LLVM IR or assembly, shown in each.
+  let provLine: { kernel: string; line: number } | null = null;
+  const provStatus = h("p", { class: "muted prov-status" });
+
+  const showProvenance = (k: KernelState | undefined, kernel: string, tab: KernelTab, scroll: boolean) => {
+    const text = TAB_PROV[tab];
+    const line = provLine?.kernel === kernel ? provLine.line : null;
+    provStatus.textContent = line === null ? (text ? "Click a line to see the related lines in the loop IR, LLVM IR and assembly." : "") : describe(k, line);
+    if (!viewer || !("view" in viewer) || !text) return;
+    showRelated(viewer.view, line === null ? [] : relatedLines(lineMap(k, text), line, asmShown?.origin), scroll);
+  };
+  const provExtension = (k: KernelState | undefined, kernel: string, tab: KernelTab) => {
+    const text = TAB_PROV[tab];
+    return text ? [provenanceLines((shownLine) => {
+      const line = loopLineOf(lineMap(k, text), asmShown ? (asmShown.origin[shownLine - 1] ?? 0) : shownLine);
+      if (line === null) return;
+      provLine = { kernel, line };
+      showProvenance(k, kernel, tab, false);
+    })] : [];
+  };
 
   const renderTable = (force = false) => {
     if (!ctx) return;
@@ -160,7 +183,7 @@ export function kernelsPane(): Pane {
     replace(detail, h("h2", null, "Kernel ", h("code", null, view.kernel),
       onComment ? h("button", { class: "btn small comment-kernel", on: { click: () => onComment({ kind: "kernel", kernel: kernelName }) } }, "💬 Comment on kernel") : null), facts,
       schedule !== undefined && schedule !== null && view.tab === "loop" ? h("details", { class: "schedule" }, h("summary", null, "Schedule"), h("pre", null, typeof schedule === "string" ? schedule : JSON.stringify(schedule, null, 2))) : null,
-      tabs, host);
+      provStatus, tabs, host);
     if (!k && !state.fusion?.groups.some((g) => g.kernel === view.kernel)) {
       host.appendChild(emptyState(`No kernel named “${view.kernel}” ${state.finished || state.failed ? "in this compilation" : "yet"}.`));
     } else if (text === undefined) {
@@ -176,13 +199,14 @@ export function kernelsPane(): Pane {
       asmShown = asmView(host, bar, text, {
         target: state.started?.target ?? "host", symbols, counts: lineCounts(),
         onComment: onComment ? (line, t) => onComment({ kind: "code_line", kernel: kernelName, code: "asm", line, text: t }) : undefined,
-        rerender: () => ((lastDetail = []), renderDetail()),
+        rerender: () => ((lastDetail = []), renderDetail()), extensions: provExtension(k, kernelName, view.tab),
       });
       viewer = asmShown.viewer;
     } else {
       const gutter = onComment && code ? [commentGutter(lineCounts(), (line, t) => onComment({ kind: "code_line", kernel: kernelName, code, line, text: t }))] : [];
-      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : llvmIr, undefined, gutter);
+      viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : llvmIr, undefined, [...gutter, provExtension(k, kernelName, view.tab)]);
     }
+    showProvenance(k, kernelName, view.tab, true);
   };
 
   return {
