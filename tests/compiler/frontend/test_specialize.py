@@ -70,7 +70,7 @@ def test_parse_input_shape(text, expected) -> None:
     assert parse_input_shape(text) == expected
 
 
-@pytest.mark.parametrize("text", ["images", "images=1,x", "=1,2"])
+@pytest.mark.parametrize("text", ["images", "images=1,2.5", "images=1,-3x", "=1,2"])
 def test_parse_input_shape_errors(text) -> None:
     with pytest.raises(CompileError) as info:
         parse_input_shape(text)
