@@ -4,12 +4,12 @@
  *   /                                  start page
  *   /c/<id>                            compilation summary   (/c/<id>/summary is the same view)
  *   /c/<id>/kernels                    the kernels list
- *   /c/<id>/remarks                    the remarks           (?pass=<name>&kind=applied|missed|analysis filter them)
+ *   /c/<id>/remarks                    the remarks           (?pass=<name>&kind=applied|missed|analysis filter them, ?remark=<n>:<r> marks remark r of pass n)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
- *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm)
+ *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm, ?line=<k> marks a line)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
  *   /c/<id>/comments                   the conversation      (?status=open|resolved|outdated|all&kind=<anchor kind>)
- *   /c/<id>/comments/<cid>             one comment's thread, with a link to its anchor
+ *   /c/<id>/comments/<cid>             one comment's thread, beside its anchor (commentlink.ts)
  *   /signin, /signup                   sign in, create an account
  *   /compare/<a>...<b>                 two compilations side by side
  *
@@ -28,10 +28,10 @@ export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "optdif
 export type View =
   | { page: "start" }
   | { page: "compilation"; id: string; view: "summary" }
-  | { page: "compilation"; id: string; view: "remarks"; pass?: string; kind?: RemarkKind }
+  | { page: "compilation"; id: string; view: "remarks"; pass?: string; kind?: RemarkKind; remark?: string }
   | { page: "compilation"; id: string; view: "kernels" }
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
-  | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab }
+  | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab; line?: number }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
   | { page: "compilation"; id: string; view: "comments"; comment?: number; status?: string; kind?: string }
   | { page: "signin"; next?: string }
@@ -52,10 +52,12 @@ function decode(s: string): string | null {
 function remarksView(id: string, q: URLSearchParams): View {
   const pass = q.get("pass");
   const kind = q.get("kind");
+  const remark = q.get("remark");
   return {
     page: "compilation", id, view: "remarks",
     ...(pass ? { pass } : {}),
     ...(kind && REMARK_KINDS.includes(kind) ? { kind: kind as RemarkKind } : {}),
+    ...(remark && /^\d+:\d+$/.test(remark) ? { remark } : {}),
   };
 }
 
@@ -97,7 +99,8 @@ export function parseUrl(pathname: string, search = ""): View {
     if (kernel === null || kernel === "") return { page: "notfound", path: pathname };
     const t = q.get("tab");
     const tab: KernelTab = t !== null && (KERNEL_TABS as readonly string[]).includes(t) ? (t as KernelTab) : "loop";
-    return { page: "compilation", id, view: "kernel", kernel, tab };
+    const line = q.get("line");
+    return { page: "compilation", id, view: "kernel", kernel, tab, ...(line !== null && /^[1-9]\d*$/.test(line) ? { line: Number(line) } : {}) };
   }
   if (kind === "comments" && (parts.length === 3 || (parts.length === 4 && /^\d+$/.test(parts[3])))) {
     const status = q.get("status");
@@ -132,6 +135,7 @@ export function formatUrl(v: View): string {
       const q = new URLSearchParams();
       if (v.pass) q.set("pass", v.pass);
       if (v.kind) q.set("kind", v.kind);
+      if (v.remark) q.set("remark", v.remark);
       const qs = q.toString();
       return `${base}/remarks${qs ? `?${qs}` : ""}`;
     }
@@ -142,8 +146,13 @@ export function formatUrl(v: View): string {
       const qs = q.toString();
       return `${base}/pass/${v.pass}${qs ? `?${qs}` : ""}`;
     }
-    case "kernel":
-      return `${base}/kernel/${encodeURIComponent(v.kernel)}${v.tab === "loop" ? "" : `?tab=${v.tab}`}`;
+    case "kernel": {
+      const q = new URLSearchParams();
+      if (v.tab !== "loop") q.set("tab", v.tab);
+      if (v.line !== undefined) q.set("line", String(v.line));
+      const qs = q.toString();
+      return `${base}/kernel/${encodeURIComponent(v.kernel)}${qs ? `?${qs}` : ""}`;
+    }
     case "comments": {
       const q = new URLSearchParams();
       if (v.status) q.set("status", v.status);

@@ -6,6 +6,7 @@
 import { api, followEvents, type Compilation, type EventFeed } from "../api";
 import { applyReviewMessage, initialReview, loadedReview, threads, type Anchor, type ReviewState } from "../review";
 import { currentUser, followComments, reviewApi, type CommentFeed, type Me } from "../reviewapi";
+import { deepLinkAnchor } from "../commentlink";
 import { commentsPane } from "../panes/comments";
 import { openComposer, reviewBar } from "../panes/reviewbar";
 import { userMenu } from "./auth";
@@ -84,8 +85,10 @@ export function compilationPage(first: CompilationView): CompilationPage {
   const content = h("div", { class: "tab-content" }, ...Object.entries(panes).map(([k, p]) => h("div", { class: "tab-panel", dataset: { tab: k } }, p.el)));
   const el = h("div", { class: "compilation" }, header, progress.el, failure.el, h("div", { class: "layout" }, timeline.el, h("div", { class: "main-col" }, tabBar, content)));
 
-  const renderTabs = () => {
-    const active = tabOf(view);
+  /** A deep link to a comment shows its anchor's view with the thread beside it (commentlink.ts). */
+  const anchorOf = () => deepLinkAnchor(view, review, state.passes.map((p) => p.name));
+  const renderTabs = (anchor: CompilationView | null) => {
+    const active = tabOf(anchor ?? view);
     const items: [Tab, string, CompilationView][] = [
       ["summary", "Summary", { page: "compilation", id, view: "summary" }],
       ["pass", "IR", { page: "compilation", id, view: "pass", pass: view.view === "pass" ? view.pass : (lastPass ?? Math.max(0, state.passes.length - 1)), diff: view.view === "pass" && view.diff }],
@@ -95,7 +98,11 @@ export function compilationPage(first: CompilationView): CompilationPage {
       ["comments", `Comments (${threads(review).filter((t) => !t.root.resolved).length})`, view.view === "comments" ? view : { page: "compilation", id, view: "comments" }],
     ];
     replace(tabBar, ...items.map(([t, label, v]) => linkTo(h("a", { class: `tab${t === active ? " active" : ""}`, role: "tab", "aria-selected": t === active ? "true" : "false", dataset: { tab: t } }, label), v)));
-    for (const panel of content.children) (panel as HTMLElement).hidden = (panel as HTMLElement).dataset.tab !== active;
+    content.classList.toggle("beside-thread", anchor !== null);
+    for (const panel of content.children) {
+      const t = (panel as HTMLElement).dataset.tab;
+      (panel as HTMLElement).hidden = t !== active && !(anchor && t === "comments");
+    }
   };
 
   /** Set once the server says there is no such compilation (HTTP 404 or WebSocket 4404). */
@@ -130,7 +137,9 @@ export function compilationPage(first: CompilationView): CompilationPage {
     failure.update(ctx);
     timeline.update(ctx);
     bar.update(review, meta, me);
-    renderTabs();
+    const anchor = anchorOf();
+    renderTabs(anchor);
+    if (anchor) panes[tabOf(anchor)].update({ ...ctx, view: anchor });
     panes[tabOf(view)].update(ctx);
   };
   const schedule = () => {

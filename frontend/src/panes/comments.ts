@@ -1,15 +1,19 @@
 /**
  * The conversation: every thread of the compilation (its own and those carried from earlier
  * compilations of the same model), filterable by status and anchor kind, with replies, edit and
- * delete of one's own, resolve / reopen, and a link to each anchor. `/c/<id>/comments/<cid>`
- * opens one thread (highlighted and scrolled to). Bodies are the server's sanitized HTML
+ * delete of one's own, resolve / reopen, a link to each anchor and a "show in context" link to
+ * the thread's deep link `/c/<id>/comments/<cid>`, which the page shows beside its anchor (the IR
+ * line marked, the node selected...; commentlink.ts): then this pane lists that thread alone. An
+ * outdated thread's deep link shows the conversation, the thread highlighted. Bodies are the server's sanitized HTML
  * (`trustedCommentHtml`); every other string is text.
  */
 import { h, replace } from "../dom";
 import { linkTo, navigate } from "../router";
+import { anchorView, deepLinkAnchor } from "../commentlink";
 import { anchorLabel, ANCHOR_KINDS, matchesFilter, threads, type Anchor, type ReviewComment, type ReviewState, type ThreadFilter } from "../review";
 import { reviewApi } from "../reviewapi";
 import type { CompilationView } from "../urlstate";
+export { anchorView } from "../commentlink";
 import type { Pane, PaneContext } from "./types";
 
 const STATUSES: ThreadFilter[] = ["open", "resolved", "outdated", "all"];
@@ -19,18 +23,6 @@ export function trustedCommentHtml(html: string): HTMLElement {
   const el = h("div", { class: "comment-body" });
   el.innerHTML = html; // sanitized on the server (explorer/review/markdown.py); never user HTML
   return el;
-}
-
-/** The view that shows an anchor: the IR line, the graph node, the kernel code line... */
-export function anchorView(id: string, a: Anchor): CompilationView {
-  switch (a.kind) {
-    case "pass": return { page: "compilation", id, view: "pass", pass: a.pass, diff: false };
-    case "ir_line": return { page: "compilation", id, view: "pass", pass: a.pass, diff: false, line: a.line };
-    case "node": return { page: "compilation", id, view: "graph", node: a.node };
-    case "kernel": return { page: "compilation", id, view: "kernel", kernel: a.kernel, tab: "loop" };
-    case "remark": return { page: "compilation", id, view: "remarks" };
-    case "code_line": return { page: "compilation", id, view: "kernel", kernel: a.kernel, tab: a.code === "llvm_optimized" ? "opt" : a.code };
-  }
 }
 
 function when(iso: string): string {
@@ -87,7 +79,8 @@ export function commentsPane(onChange: () => void): Pane {
   const threadEl = (root: ReviewComment, replies: ReviewComment[], id: string, selected: boolean): HTMLElement => {
     const err = h("div", { class: "comment-error", role: "alert" });
     const label = anchorLabel(root.anchor, root.context.pass_name);
-    const where = root.outdated ? h("span", { class: "anchor-label" }, label) : linkTo(h("a", { class: "anchor-link" }, label), anchorView(id, root.anchor));
+    const where = root.outdated ? h("span", { class: "anchor-label" }, label) : linkTo(h("a", { class: "anchor-link" }, label), anchorView(id, root.anchor, root.context.pass_name));
+    const inContext = root.outdated || root.deleted ? null : linkTo(h("a", { class: "show-in-context", title: "open the anchor with this thread beside it" }, "show in context"), { page: "compilation", id, view: "comments", comment: root.id });
     const reply = h("textarea", { class: "reply-text", rows: 2, placeholder: "Reply (Markdown)", "aria-label": "Reply" });
     const send = h("button", { class: "btn small reply-send" }, "Reply");
     send.addEventListener("click", () => reply.value.trim() && void act(() => reviewApi.reply(id, root.id, reply.value), err));
@@ -100,6 +93,7 @@ export function commentsPane(onChange: () => void): Pane {
       h("div", { class: "thread-head" }, h("span", { class: `badge ${root.kind}` }, root.kind), where,
         root.outdated ? h("span", { class: "badge outdated-badge" }, "outdated") : null,
         root.resolved ? h("span", { class: "badge resolved-badge" }, `resolved${root.resolved_by ? ` by ${root.resolved_by.username}` : ""}`) : null,
+        inContext,
         root.carried_from ? h("span", { class: "carried" }, "from compilation ", h("a", { href: root.carried_from.url, class: "carried-link" }, root.carried_from.compilation)) : null,
         linkTo(h("a", { class: "permalink muted", title: "link to this comment" }, "#"), { page: "compilation", id, view: "comments", comment: root.id })),
       context, commentEl(root, id), ...replies.map((r) => commentEl(r, id)),
@@ -115,8 +109,10 @@ export function commentsPane(onChange: () => void): Pane {
     kind.value = view.kind ?? "";
     if (!review?.loaded) return replace(list, h("p", { class: "muted" }, "Loading comments…"));
     const all = threads(review);
-    const shown = all.filter(({ root }) => root.thread === view.comment || root.id === view.comment || matchesFilter(root, status.value as ThreadFilter, kind.value as Anchor["kind"] | ""));
-    replace(count, `${shown.length} of ${all.length} threads`);
+    const beside = deepLinkAnchor(view, review) !== null;
+    el.classList.toggle("beside-anchor", beside);
+    const shown = beside ? all.filter(({ root, replies }) => root.id === view.comment || replies.some((r) => r.id === view.comment)) : all.filter(({ root }) => root.thread === view.comment || root.id === view.comment || matchesFilter(root, status.value as ThreadFilter, kind.value as Anchor["kind"] | ""));
+    replace(count, beside ? linkTo(h("a", { class: "all-threads" }, `all ${all.length} threads`), { page: "compilation", id, view: "comments" }) : `${shown.length} of ${all.length} threads`);
     replace(list, ...(shown.length ? shown.map(({ root, replies }) => threadEl(root, replies, id, root.id === view.comment || replies.some((r) => r.id === view.comment))) : [h("p", { class: "muted" }, all.length ? "No thread matches the filter." : "No comments yet: use the + in the IR and code gutters, or the comment buttons on passes, nodes, kernels and remarks.")]));
     if (view.comment !== undefined && scrolled !== view.comment) {
       const sel = list.querySelector(".thread.selected");

@@ -145,7 +145,7 @@ export function kernelsPane(): Pane {
       const all = ctx?.review ? counts(ctx.review).codeLines : new Map<string, number>();
       return new Map([...all].filter(([x]) => x.startsWith(prefix)).map(([x, n]) => [Number(x.slice(prefix.length)), n]));
     };
-    const key = [view.kernel, view.tab, text, k?.lowered?.schedule, k?.timed];
+    const key = [view.kernel, view.tab, text, k?.lowered?.schedule, k?.timed, view.line];
     if (key.every((x, i) => x === lastDetail[i])) {
       const shownCounts = (m: Map<number, number>): Map<number, number> => {
         if (!asmShown) return m;
@@ -207,6 +207,8 @@ export function kernelsPane(): Pane {
       viewer = codeViewer(host, text, view.tab === "loop" ? loopIr : llvmIr, undefined, [...gutter, provExtension(k, kernelName, view.tab)]);
     }
     showProvenance(k, kernelName, view.tab, true);
+    // ?line=<k> (a code-line comment's anchor): the original line, through the assembly filter.
+    if (view.line !== undefined && viewer) viewer.markLine(asmShown ? asmShown.shownLine(view.line) : view.line);
   };
 
   return {

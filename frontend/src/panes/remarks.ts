@@ -46,6 +46,8 @@ export function remarksPane(): Pane {
   let ctx: PaneContext | null = null;
   let lastState: CompilationState | null = null;
   let limit = PAGE;
+  /** The ?remark= last scrolled to, so later events do not scroll the list again. */
+  let scrolled: string | undefined;
 
   // The filters live in the URL (/c/<id>/remarks?pass=&kind=), so a filtered list can be shared.
   const pushFilters = () => {
@@ -57,6 +59,7 @@ export function remarksPane(): Pane {
   const render = () => {
     if (!ctx) return;
     const { id, state } = ctx;
+    const marked = ctx.view.view === "remarks" ? ctx.view.remark : undefined;
     if (state !== lastState) {
       lastState = state;
       const names = [...new Set(state.passes.map((p) => p.name))];
@@ -86,7 +89,7 @@ export function remarksPane(): Pane {
         matched++;
         if (rows.length >= limit) continue;
         rows.push(
-          h("li", { class: `remark remark-${r.kind}` },
+          h("li", { class: `remark remark-${r.kind}${marked === `${index}:${ri}` ? " selected" : ""}`, dataset: { remark: `${index}:${ri}` } },
             h("span", { class: `badge ${r.kind}` }, r.kind),
             linkTo(h("a", { class: "remark-pass" }, `#${index} ${r.pass || p.name}`), { page: "compilation", id, view: "pass", pass: index, diff: true }),
             h("span", { class: "remark-message", title: r.data && Object.keys(r.data).length ? JSON.stringify(r.data) : undefined }, r.message),
@@ -113,6 +116,11 @@ export function remarksPane(): Pane {
       rows.push(h("li", null, more));
     }
     replace(list, rows.length ? rows : [h("li", { class: "muted" }, "No remark matches the filter.")]);
+    const sel = marked !== scrolled ? list.querySelector(".remark.selected") : null;
+    if (sel) {
+      scrolled = marked;
+      sel.scrollIntoView({ block: "center" }); // ?remark=<n>:<r>
+    }
   };
   for (const c of [kind, pass]) c.addEventListener("change", () => ((limit = PAGE), pushFilters()));
   text.addEventListener("input", () => ((limit = PAGE), render()));
