@@ -170,7 +170,9 @@ def test_two_people_review_a_resnet50_compilation(stack, browser):
         assert all(c["resolved"] for c in listed)
         shot(a, "review-03-approved")
         b.goto(f"{base}/compare/{first}...{second}")  # both sides' comments
-        b.wait_for_selector(".compare-comments .compare-side-comments h4")
+        # each side's comments load on their own: wait for both (was: the first, so B's could be empty)
+        for side in range(2):
+            b.locator(".compare-comments .compare-side-comments").nth(side).locator("h4").wait_for()
         sides = b.locator(".compare-side-comments")
         assert "2 thread(s)" in sides.nth(0).inner_text() and "2 thread(s)" in sides.nth(1).inner_text()
         assert b.locator(".compare-comments img, .compare-comments script").count() == 0

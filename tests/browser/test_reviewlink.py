@@ -1,10 +1,13 @@
 """Deep links to comments in real Chromium (issue 14 item 7): `/c/<id>/comments/<cid>` opens the
 comment's anchor with its thread beside it: an IR-line comment the IR after its pass with that line
 marked, a node comment the fusion graph with the node selected, a loop-IR line comment the kernel's
-code at the line; a thread's "show in context" in the conversation does the same. The anchors'
+code at the line (an assembly line through the assembly filter), a remark comment the pass's remarks
+with the remark marked; a thread's "show in context" in the conversation does the same. The anchors'
 texts come from the server (it fills `text` from the compilation's own IR), not from the page."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from browserkit import pipeline_passes, shot
@@ -71,5 +74,31 @@ def test_deep_links_open_the_comments_anchor(stack, page, tmp_path):
         page.go_back()  # back to the conversation, every thread listed again
         page.wait_for_selector(f'.comments:not(.beside-anchor) .thread[data-thread="{ir["id"]}"]')
         assert page.locator(".comments .thread").count() == 3
+        far_anchors(client, page, stack.url, comp, events, fuse)
     finally:
         client.close()
+
+
+def far_anchors(client, page, base: str, comp: str, events: list[dict], fuse: int) -> None:
+    """An assembly line's comment (its line number is the unfiltered text's; the view hides
+    directives, so the shown line differs) and a remark's comment."""
+    compiled = next(e for e in events if e["type"] == "kernel.compiled")
+    asm = compiled["asm"].split("\n")
+    at = next(i for i, t in enumerate(asm, 1)
+              if i > 20 and re.match(r"^\s+v?[a-z]+\s", t) and "#" not in t and "prism" not in t and "." not in t.split()[0])
+    on_asm = comment(client, comp, {"kind": "code_line", "kernel": compiled["kernel"], "code": "asm", "line": at}, "this instruction")
+    page.goto(f"{base}/c/{comp}/comments/{on_asm['id']}")
+    beside(page, on_asm["id"])
+    marked = page.locator(MARKED.format(pane="kernel-detail"))
+    marked.wait_for()
+    assert marked.inner_text().split() == asm[at - 1].split()
+    shot(page, "reviewlink-03-asm")
+
+    on_remark = comment(client, comp, {"kind": "remark", "pass": fuse, "remark": 0}, "this remark")
+    page.goto(f"{base}/c/{comp}/comments/{on_remark['id']}")
+    beside(page, on_remark["id"])
+    assert page.locator('.tab.active[data-tab="remarks"]').count() == 1
+    sel = page.locator(f'.remarks .remark.selected[data-remark="{fuse}:0"]')
+    sel.wait_for()
+    assert page.locator(".remarks .remark.selected").count() == 1
+    assert page.input_value(".remarks-pass") == "fuse-ops"
