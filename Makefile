@@ -10,6 +10,7 @@ test:
 # The lint gates (also part of make test): ruff, the layer contracts (pyproject.toml), mypy on compiler/
 # against its baseline, and the code-shape limits against their allow-list (tests/lint/)
 lint:
+	bash -c 'source scripts/lib.sh && ensure_venv requirements-dev.txt'  # make run installs only requirements.txt
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_lint.py tests/test_code_shape.py

@@ -163,7 +163,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m compiler", description="Prism's ML compiler")
+    # `prism` when run as the console script (pyproject's [project.scripts]), else `python -m compiler`
+    prog = "prism" if os.path.basename(sys.argv[0]) == "prism" else "python -m compiler"
+    ap = argparse.ArgumentParser(prog=prog, description="Prism's ML compiler")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="compile an ONNX model")
     c.add_argument("model", help="an .onnx file or a sample name")

@@ -3,10 +3,15 @@
  * first, by Myers' line diff (irdiff.ts) of their text without leading whitespace, so that a line
  * only re-indented (a node moved into a fused group's body by fuse-ops) stays an unchanged line,
  * drawn level with itself on both sides, and the changed runs between such lines are short; then,
- * inside each changed run, the package's own character diff, so changed words are marked.
+ * inside each changed run, the package's own character diff, so changed words are marked (runs
+ * longer than WORD_DIFF_MAX_CHARS are marked as whole lines: a 160 kB LLVM IR against its optimized
+ * form took two minutes of the page's main thread).
  */
 import { Change, diff } from "@codemirror/merge";
 import { diffLines } from "./irdiff";
+
+/** Changed runs longer than this (both sides, in characters) get no word-level marks. */
+export const WORD_DIFF_MAX_CHARS = 8000;
 
 export function lineAlignedDiff(a: string, b: string): Change[] {
   const la = a.split("\n");
@@ -35,6 +40,12 @@ export function lineAlignedDiff(a: string, b: string): Change[] {
     const fromB = Math.min(b.length, ob[j0] - back);
     const sa = a.slice(fromA, Math.min(a.length, oa[i]));
     const sb = b.slice(fromB, Math.min(b.length, ob[j]));
+    if (sa.length + sb.length > WORD_DIFF_MAX_CHARS) {
+      // A long changed run (LLVM IR against its optimized form is nearly one): marked as changed
+      // lines, without words; the character diff's cost grows with the product of the lengths.
+      out.push(new Change(fromA, fromA + sa.length, fromB, fromB + sb.length));
+      return;
+    }
     for (const c of diff(sa, sb)) out.push(new Change(c.fromA + fromA, c.toA + fromA, c.fromB + fromB, c.toB + fromB));
   };
   for (const op of ops) {

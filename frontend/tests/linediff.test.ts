@@ -1,6 +1,6 @@
 /** The side-by-side diff's changes: re-indented lines kept (and so aligned), words changed inside changed lines. */
 import { describe, expect, it } from "vitest";
-import { lineAlignedDiff } from "../src/linediff";
+import { lineAlignedDiff, WORD_DIFF_MAX_CHARS } from "../src/linediff";
 
 const apply = (a: string, b: string) => {
   // B rebuilt from A and the changes: the changes must say exactly how B differs from A.
@@ -42,6 +42,15 @@ describe("line-aligned diff", () => {
       // lines kept despite indentation are the one allowed difference from B
       expect(re.split("\n").map((l) => l.trimStart())).toEqual(q.split("\n").map((l) => l.trimStart()));
     }
+    expect(apply(a, b)).toBe(b);
+  });
+  it("marks a long changed run as whole lines (no character diff over it) and still describes B exactly", () => {
+    // LLVM IR against its optimized form: almost every line differs (a 160 kB kernel froze the page).
+    const a = Array.from({ length: 3000 }, (_, i) => `  %t${i} = fadd float %a${i}, %b${i}`).join("\n");
+    const b = Array.from({ length: 500 }, (_, i) => `  %v${i} = fmul <16 x float> %p${i}, %q${i}`).join("\n");
+    expect(a.length + b.length).toBeGreaterThan(WORD_DIFF_MAX_CHARS);
+    const changes = lineAlignedDiff(a, b);
+    expect(changes.length).toBe(1);
     expect(apply(a, b)).toBe(b);
   });
 });

@@ -100,6 +100,7 @@ export function graphPane(): Pane {
     legend, h("div", { class: "graph-main" }, canvas, side));
   let ctx: PaneContext | null = null;
   let fusion: GraphFused | undefined;
+  let emptyShown: boolean | null = null; // the empty state on the canvas: for an ended compilation or not
   let drawing: Drawing | null = null;
   let built: BuiltGraph | null = null;
   let shownNode: string | null | undefined;
@@ -257,13 +258,21 @@ export function graphPane(): Pane {
     update(c) {
       ctx = c;
       if (c.view.view !== "graph") return;
+      if (!c.state.fusion) {
+        // No graph.fused event (yet, or at all: a pipeline without fuse-ops, such as O0/O1, has none).
+        const ended = Boolean(c.state.finished || c.state.failed);
+        if (fusion !== undefined || emptyShown !== ended) {
+          fusion = undefined;
+          emptyShown = ended;
+          replace(canvas, emptyState(ended ? "No fusion graph in this compilation." : "No fusion graph yet.",
+            ended ? "Its pipeline ran no fuse-ops pass (O0 and O1 have none), or it ended before operator fusion." : "It appears when the fusion pass has run."));
+          replace(side);
+        }
+        return;
+      }
       if (c.state.fusion !== fusion) {
         fusion = c.state.fusion;
-        if (!fusion) {
-          replace(canvas, emptyState("No fusion graph yet.", c.state.finished || c.state.failed ? "This compilation ended before operator fusion." : "It appears when the fusion pass has run."));
-          replace(side);
-          return;
-        }
+        emptyShown = null;
         nodes = new Map(fusion.nodes.map((n) => [n.id, n]));
         byName = new Map(fusion.nodes.map((n) => [n.name, n]));
         replace(names, ...fusion.nodes.slice(0, 5000).map((n) => h("option", { value: n.name })));
