@@ -26,7 +26,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from ..loops.ir import Allocate, For, If, Load, Seq, Stmt, Store, children, free_vars
+from ..loops.ir import Allocate, For, If, Load, Stmt, Store, children, free_vars, walk_stmts
 
 I32, I64, PTR, VOID = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
 TASK_FN = ir.FunctionType(VOID, [PTR, I64, I64])
@@ -39,17 +39,6 @@ def _exprs(s: Stmt) -> list[Any]:
     if isinstance(s, If):
         return [s.cond]
     return []
-
-
-def _walk(s: Stmt):  # type: ignore[no-untyped-def]
-    yield s
-    if isinstance(s, For | Allocate):
-        yield from _walk(s.body)
-    elif isinstance(s, If):
-        yield from _walk(s.then)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            yield from _walk(x)
 
 
 def _buffers(e: Any, acc: set[Any]) -> None:
@@ -67,7 +56,7 @@ def captures(loop: For) -> tuple[set[str], bool]:
     bound: set[str] = {loop.var.name}
     bufs: set[Any] = set()
     inner_locals: set[str] = set()
-    for st in _walk(loop.body):
+    for st in walk_stmts(loop.body):
         if isinstance(st, For):
             bound.add(st.var.name)
         elif isinstance(st, Allocate):
