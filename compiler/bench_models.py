@@ -33,28 +33,15 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from .synthetic import SeededGraph
 
 OPSET = 17
 
 
-class _Builder:
+class _Builder(SeededGraph):
     """Nodes and initializers of one graph, with unique names and seeded weights."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.n = 0
-
-    def name(self, base: str) -> str:
-        self.n += 1
-        return f"{base}_{self.n}"
-
-    def const(self, arr: np.ndarray, base: str = "c") -> str:
-        n = self.name(base)
-        self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
-        return n
 
     def weight(self, shape: tuple[int, ...], fan_in: int, base: str = "w") -> str:
         w = self.rng.standard_normal(shape) / math.sqrt(fan_in)

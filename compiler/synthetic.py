@@ -33,7 +33,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-class _Builder:
+class SeededGraph:
+    """The nodes and initializers of one ONNX graph being built: unique names and a seeded generator.
+
+    ``rng`` is ``numpy.random.default_rng(seed)``; :meth:`name` numbers names in creation order, so
+    a builder run twice with the same seed writes the same model. Shared by this module's builder
+    and :mod:`compiler.bench_models`', which add their own ``weight``/``op``/``model``.
+    """
+
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
@@ -41,14 +48,18 @@ class _Builder:
         self.n = 0
 
     def name(self, base: str) -> str:
+        """``base`` with the next number: ``conv_7``."""
         self.n += 1
         return f"{base}_{self.n}"
 
     def const(self, data: np.ndarray, base: str = "c") -> str:
+        """A new initializer holding ``data`` (its dtype and shape as given); returns its name."""
         nm = self.name(base)
         self.inits.append(numpy_helper.from_array(np.asarray(data), nm))
         return nm
 
+
+class _Builder(SeededGraph):
     def weight(self, shape: tuple[int, ...], fan_in: int, base: str = "w") -> str:
         w = self.rng.standard_normal(shape).astype(np.float32) / np.float32(math.sqrt(fan_in))
         return self.const(w, base)
