@@ -18,6 +18,7 @@ Python, matching ONNX index arithmetic on non-negative indices). Model: TVM Tens
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,23 +350,28 @@ def free_vars(e: Expr, acc: set[str] | None = None) -> set[str]:
     return acc
 
 
+def map_children(e: Expr, f: Callable[[Expr], Expr], fold: bool = True) -> Expr:
+    """``e`` with each child ``c`` (:func:`children`) as ``f(c)``; ``fold``: through binary/select."""
+    if isinstance(e, Bin):
+        return binary(e.op, f(e.a), f(e.b)) if fold else Bin(e.op, f(e.a), f(e.b))
+    if isinstance(e, Select):
+        return select(f(e.cond), f(e.t), f(e.f)) if fold else Select(f(e.cond), f(e.t), f(e.f))
+    if isinstance(e, Cast):
+        return Cast(e.to, f(e.value))
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(f(a) for a in e.args))
+    if isinstance(e, Load):
+        return Load(e.buf, tuple(f(i) for i in e.indices))
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, e.axes, f(e.body), f(e.init))
+    return e
+
+
 def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
     """``e`` with variables replaced by ``mapping`` (name -> expr); folds constants again."""
     if isinstance(e, Var):
         return mapping.get(e.name, e)
-    if isinstance(e, Bin):
-        return binary(e.op, substitute(e.a, mapping), substitute(e.b, mapping))
-    if isinstance(e, Select):
-        return select(substitute(e.cond, mapping), substitute(e.t, mapping), substitute(e.f, mapping))
-    if isinstance(e, Cast):
-        return Cast(e.to, substitute(e.value, mapping))
-    if isinstance(e, Call):
-        return Call(e.fn, tuple(substitute(a, mapping) for a in e.args))
-    if isinstance(e, Load):
-        return Load(e.buf, tuple(substitute(i, mapping) for i in e.indices))
-    if isinstance(e, Reduce):
-        return Reduce(e.combiner, e.axes, substitute(e.body, mapping), substitute(e.init, mapping))
-    return e
+    return map_children(e, lambda c: substitute(c, mapping))
 
 
 def substitute_stmt(s: Stmt, mapping: dict[str, Expr]) -> Stmt:

@@ -31,8 +31,6 @@ from ..loops.ir import (
     Allocate,
     Bin,
     Buffer,
-    Call,
-    Cast,
     Expr,
     Float,
     For,
@@ -40,7 +38,6 @@ from ..loops.ir import (
     Int,
     Load,
     Reduce,
-    Select,
     Seq,
     Stmt,
     Store,
@@ -48,6 +45,7 @@ from ..loops.ir import (
     add,
     children,
     free_vars,
+    map_children,
     mul,
     substitute,
     walk_stmts,
@@ -99,17 +97,7 @@ def replace_anchor(e: Expr, acc: Expr) -> Expr:
     """``e`` with every load of :data:`VIRTUAL` replaced by ``acc``."""
     if isinstance(e, Load) and e.buf.name == VIRTUAL:
         return acc
-    if isinstance(e, Bin):
-        return Bin(e.op, replace_anchor(e.a, acc), replace_anchor(e.b, acc))
-    if isinstance(e, Select):
-        return Select(replace_anchor(e.cond, acc), replace_anchor(e.t, acc), replace_anchor(e.f, acc))
-    if isinstance(e, Cast):
-        return Cast(e.to, replace_anchor(e.value, acc))
-    if isinstance(e, Call):
-        return Call(e.fn, tuple(replace_anchor(a, acc) for a in e.args))
-    if isinstance(e, Load):
-        return Load(e.buf, tuple(replace_anchor(i, acc) for i in e.indices))
-    return e
+    return map_children(e, lambda c: replace_anchor(c, acc), fold=False)
 
 
 def probe_buffer(t: Tensor) -> Buffer | None:
