@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,8 @@ from ..loops.ir import (
     substitute,
     walk_stmts,
 )
-from ..loops.lower import KernelArg, LoweredKernel, finalize
+from ..loops.lower import KernelArg, LoweredKernel, finalize, lower_group
+from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor
 
 L2_BLOCK_BYTES = 512 * 1024
@@ -98,6 +100,27 @@ def replace_anchor(e: Expr, acc: Expr) -> Expr:
     if isinstance(e, Load) and e.buf.name == VIRTUAL:
         return acc
     return map_children(e, lambda c: replace_anchor(c, acc), fold=False)
+
+
+def lower_around(node: Any, kernel: str, opset: int, anchor: Any,
+                 value: Callable[[LowerCtx, Any, list[Tensor | None]], list[Tensor]]
+                 ) -> tuple[LoweredKernel, Buffer, Tensor, list[Tensor | None]] | None:
+    """The group ``node`` lowered (not built) with ``anchor``'s results given by ``value(ctx, anchor,
+    its input tensors)``: ``(kernel, output buffer, output tensor, the anchor's input tensors)``, or
+    None when the group has several outputs or its output is not of ``anchor``'s output shape."""
+    captured: dict[str, list[Tensor | None]] = {}
+
+    def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
+        captured["ins"] = ins
+        return value(ctx, n, ins)
+
+    lk = lower_group(node, kernel, opset, override={id(anchor): override}, build=False)
+    if len(lk.pending) != 1 or "ins" not in captured:
+        return None
+    out_buf, out_t = lk.pending[0]
+    if out_t.shape != tuple(anchor.outputs[0].type.shape):
+        return None
+    return lk, out_buf, out_t, captured["ins"]
 
 
 def probe_buffer(t: Tensor) -> Buffer | None:

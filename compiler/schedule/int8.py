@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..loops.ir import Buffer, Cast, Expr, Int, Load, add, mul
-from ..loops.lower import KernelArg, LoweredKernel, lower_group
+from ..loops.lower import KernelArg, LoweredKernel
 from ..loops.ops_qlinear import requantize
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor
@@ -43,6 +43,7 @@ from ..targets import Target
 from .gemm import VIRTUAL
 from .gemm import epilogue as _epilogue
 from .gemm import finish as _finish
+from .gemm import lower_around as _lower_around
 from .gemm import probe_buffer as _probe_buffer
 from .int8_nest import conv_nest, gemm_nest
 
@@ -127,21 +128,15 @@ def lower_anchored(node: Any, kernel: str, opset: int, anchor: Any, acc_dtype: s
     function of the output index (``acc``: the virtual accumulator buffer, ``acc_dtype``), not built:
     ``(kernel, output buffer, output tensor, the anchor's input buffer)``, or None when the group has
     several outputs or the anchor reads a computed (not stored) input."""
-    captured: dict[str, Any] = {}
-
     def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
-        captured["ins"] = ins
         shape = ctx.out_shape(n)
         return [Tensor(shape, ctx.out_dtype(n), value(ctx, n, Buffer(VIRTUAL, acc_dtype, shape, "virtual")))]
 
-    t = anchor.outputs[0].type
-    lk = lower_group(node, kernel, opset, override={id(anchor): override}, build=False)
-    if len(lk.pending) != 1 or "ins" not in captured:
+    lowered = _lower_around(node, kernel, opset, anchor, override)
+    if lowered is None:
         return None
-    out_buf, out_t = lk.pending[0]
-    if out_t.shape != tuple(t.shape):
-        return None
-    x = captured["ins"][0]
+    lk, out_buf, out_t, ins = lowered
+    x = ins[0]
     xbuf = _probe_buffer(x) if x is not None else None
     return None if xbuf is None else (lk, out_buf, out_t, xbuf)
 

@@ -49,7 +49,7 @@ from ..loops.ir import (
     select,
     substitute,
 )
-from ..loops.lower import LoweredKernel, lower_group
+from ..loops.lower import LoweredKernel
 from ..loops.ops_nn import _geom, _window
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to
@@ -67,6 +67,7 @@ from .gemm import (
     epilogue_flops,
     finish,
     gemm_nest,
+    lower_around,
     pick_tile,
     probe_buffer,
 )
@@ -92,10 +93,7 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
     t = anchor.outputs[0].type
     if t is None or t.short != "f32" or not t.is_static:
         return None
-    captured: dict[str, Any] = {}
-
     def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
-        captured["ins"] = ins
         shape = ctx.out_shape(n)
         vbuf = Buffer(VIRTUAL, "f32", shape, "virtual")
         bias = ins[2] if len(ins) > 2 else None
@@ -111,21 +109,19 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
         return [Tensor(shape, "f32", lambda idx: add(Load(vbuf, tuple(idx)),
                                                      cb[idx] if beta == 1.0 else mul(cb[idx], Float(beta))))]
 
-    lk = lower_group(node, kernel, opset, override={id(anchor): override}, build=False)
-    if len(lk.pending) != 1 or "ins" not in captured:
+    lowered = lower_around(node, kernel, opset, anchor, override)
+    if lowered is None:
         return None
-    out_buf, out_t = lk.pending[0]
-    if out_t.shape != tuple(t.shape):
-        return None
+    lk, out_buf, out_t, ins = lowered
     if anchor.op_type == "Conv":
-        return _conv(lk, anchor, captured["ins"], out_buf, out_t, target)
+        return _conv(lk, anchor, ins, out_buf, out_t, target)
     if anchor.op_type == "NchwcConv":
-        return nchwc_conv(lk, anchor, captured["ins"], out_buf, out_t, target)
+        return nchwc_conv(lk, anchor, ins, out_buf, out_t, target)
     if anchor.op_type == "MatMul":
         from .matmul import lower_matmul
 
-        return lower_matmul(lk, anchor, captured["ins"], out_buf, out_t, target)
-    return _gemm(lk, anchor, captured["ins"], out_buf, out_t, target)
+        return lower_matmul(lk, anchor, ins, out_buf, out_t, target)
+    return _gemm(lk, anchor, ins, out_buf, out_t, target)
 
 
 def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
