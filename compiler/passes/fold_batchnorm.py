@@ -66,6 +66,14 @@ def _new_const(graph: Graph, base: str, data: np.ndarray, like: np.dtype) -> Val
     return graph.add_constant(base, np.ascontiguousarray(data.astype(like)))
 
 
+def _set_bias(node: Node, bias: Value) -> None:
+    """``bias`` as ``node``'s third input (a Conv's B, a Gemm's C), appended when it has none."""
+    if len(node.inputs) < 3:
+        node.set_inputs([node.inputs[0], node.inputs[1], bias])
+    else:
+        node.set_input(2, bias)
+
+
 def _fold_conv(graph: Graph, conv: Node, s: np.ndarray, shift: np.ndarray) -> str | None:
     w = _const(conv.input(1))
     if w is None:
@@ -87,11 +95,7 @@ def _fold_conv(graph: Graph, conv: Node, s: np.ndarray, shift: np.ndarray) -> st
             w_new = (blocks * s.reshape((group, 1, mg) + (1,) * (w.ndim - 2))).reshape(w.shape)
         w2 = _new_const(graph, f"{conv.inputs[1].name}_bn", w_new, w.dtype)  # type: ignore[union-attr]
         conv.set_input(1, w2)
-    w2 = conv.inputs[1]  # type: ignore[assignment]
-    if len(conv.inputs) < 3:
-        conv.set_inputs([conv.inputs[0], w2, b2])
-    else:
-        conv.set_input(2, b2)
+    _set_bias(conv, b2)
     return None
 
 
@@ -112,11 +116,7 @@ def _fold_gemm(graph: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> st
         b_new = b * (s[:, None] if trans_b else s[None, :])
         b2 = _new_const(graph, f"{gemm.inputs[1].name}_bn", b_new, b.dtype)  # type: ignore[union-attr]
         gemm.set_input(1, b2)
-    b2 = gemm.inputs[1]  # type: ignore[assignment]
-    if len(gemm.inputs) < 3:
-        gemm.set_inputs([gemm.inputs[0], b2, c2])
-    else:
-        gemm.set_input(2, c2)
+    _set_bias(gemm, c2)
     gemm.attrs["beta"] = 1.0
     return None
 
