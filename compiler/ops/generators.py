@@ -17,10 +17,6 @@ from .registry import InferContext, op
 I64 = TensorProto.INT64
 
 
-def _sym(ctx: InferContext, i: int, out: int = 0) -> str:
-    return f"{ctx.node.outputs[out].name}_d{i}"
-
-
 @op("Shape", kind="opaque")
 def infer_shape(ctx: InferContext) -> list[TensorType]:
     r = ctx.rank(0)
@@ -41,7 +37,7 @@ def infer_constant_of_shape(ctx: InferContext) -> list[TensorType]:
     shape = ctx.ints(0)
     if shape is None:
         n = ctx.shape(0)[0]
-        return [TensorType(elem, None if not isinstance(n, int) else tuple(_sym(ctx, i) for i in range(n)))]
+        return [TensorType(elem, None if not isinstance(n, int) else tuple(ctx.sym(i) for i in range(n)))]
     if any(d < 0 for d in shape):
         raise ctx.fail(f"shape {shape} has a negative dim")
     return [TensorType(elem, tuple(shape))]
@@ -52,7 +48,7 @@ def infer_range(ctx: InferContext) -> list[TensorType]:
     vals = [ctx.value(i) for i in range(3)]
     elem = ctx.type(0).elem_type
     if any(v is None for v in vals):
-        return [TensorType(elem, (_sym(ctx, 0),))]
+        return [TensorType(elem, (ctx.sym(0),))]
     start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in vals)  # type: ignore[arg-type]
     if delta == 0:
         raise ctx.fail("delta is 0")
@@ -65,7 +61,7 @@ def infer_one_hot(ctx: InferContext) -> list[TensorType]:
     depth = ctx.value(1)
     r = len(idx) + 1
     axis = ctx.axis(int(ctx.attr("axis", -1)), r)
-    d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else _sym(ctx, axis)
+    d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else ctx.sym(axis)
     out = list(idx)
     out.insert(axis, d)
     return [TensorType(ctx.type(2).elem_type, tuple(out))]

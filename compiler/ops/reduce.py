@@ -34,8 +34,7 @@ def infer_reduce(ctx: InferContext) -> list[TensorType]:
         if ctx.has(1):
             axes = ctx.ints(1)
             if axes is None:
-                return [ctx.type(0).with_shape(None if not keep else [f"{ctx.node.outputs[0].name}_d{i}"
-                                                                      for i in range(len(x))])]
+                return [ctx.type(0).with_shape(None if not keep else [ctx.sym(i) for i in range(len(x))])]
             if not axes and ctx.attr("noop_with_empty_axes", 0):
                 return [ctx.type(0)]
             axes = axes or None

@@ -44,6 +44,10 @@ class InferContext:
     def has(self, i: int) -> bool:
         return self.node.input(i) is not None
 
+    def sym(self, i: int, out: int = 0) -> str:
+        """A symbolic dim name for dim ``i`` of output ``out`` (its size known only at run time)."""
+        return f"{self.node.outputs[out].name}_d{i}"
+
     def type(self, i: int) -> TensorType:
         v = self.node.input(i)
         if v is None:

@@ -22,10 +22,6 @@ from .registry import InferContext, broadcast, mul_dims, op
 I64 = TensorProto.INT64
 
 
-def _sym(ctx: InferContext, i: int, out: int = 0) -> str:
-    return f"{ctx.node.outputs[out].name}_d{i}"
-
-
 @op("Reshape", kind="injective")
 def infer_reshape(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
@@ -34,7 +30,7 @@ def infer_reshape(ctx: InferContext) -> list[TensorType]:
         n = ctx.shape(1)[0]
         if not isinstance(n, int):
             return [ctx.type(0).with_shape(None)]
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(n)])]
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(n)])]
     allowzero = int(ctx.attr("allowzero", 0))
     out: list[Dim] = []
     for i, d in enumerate(target):
@@ -56,7 +52,7 @@ def infer_reshape(ctx: InferContext) -> list[TensorType]:
                 raise ctx.fail(f"cannot reshape {list(x)} ({total} elements) to {target}")
             out[out.index(-1)] = total // known
         else:
-            out[out.index(-1)] = _sym(ctx, out.index(-1))
+            out[out.index(-1)] = ctx.sym(out.index(-1))
     elif isinstance(total, int) and isinstance(mul_dims(out), int) and mul_dims(out) != total:
         raise ctx.fail(f"cannot reshape {list(x)} ({total} elements) to {target}")
     return [ctx.type(0).with_shape(out)]
@@ -111,7 +107,7 @@ def infer_unsqueeze(ctx: InferContext) -> list[TensorType]:
         n = ctx.shape(1)[0] if ctx.opset >= 13 and ctx.has(1) else None
         if not isinstance(n, int):
             raise ctx.fail("axes are required", attribute="axes")
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x) + n)])]  # axes known at run time only
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(len(x) + n)])]  # axes known at run time only
     r = len(x) + len(axes)
     norm = sorted(ctx.axis(a, r, "axes") for a in axes)
     if len(set(norm)) != len(norm):
@@ -136,7 +132,7 @@ def infer_concat(ctx: InferContext) -> list[TensorType]:
             if k != axis and isinstance(s[k], int) and isinstance(out[k], int) and s[k] != out[k]:
                 raise ctx.fail(f"inputs differ on dim {k}: {[list(x) for x in shapes]}")
         sa = s[axis]
-        total = total + sa if isinstance(total, int) and isinstance(sa, int) else _sym(ctx, axis)
+        total = total + sa if isinstance(total, int) and isinstance(sa, int) else ctx.sym(axis)
     out[axis] = total
     return [ctx.type(0).with_shape(out)]
 
@@ -150,7 +146,7 @@ def infer_split(ctx: InferContext) -> list[TensorType]:
     d = x[axis]
     if split is None:
         if not isinstance(d, int):
-            sizes: list[Dim] = [_sym(ctx, axis, k) for k in range(n)]
+            sizes: list[Dim] = [ctx.sym(axis, k) for k in range(n)]
         else:
             chunk = -(-d // n) if ctx.opset >= 18 else d // n
             if ctx.opset < 18 and d % n:
@@ -181,10 +177,10 @@ def infer_slice(ctx: InferContext) -> list[TensorType]:
         if ctx.has(3) and ctx.ints(3) is not None:
             sliced = {ctx.axis(a, len(x), "axes") for a in ctx.ints(3)}  # type: ignore[union-attr]
         elif ctx.has(3) or not isinstance(n, int) or n != len(x):
-            return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x))])]
+            return [ctx.type(0).with_shape([ctx.sym(i) for i in range(len(x))])]
         else:
             sliced = set(range(len(x)))
-        return [ctx.type(0).with_shape([_sym(ctx, i) if i in sliced else d for i, d in enumerate(x)])]
+        return [ctx.type(0).with_shape([ctx.sym(i) if i in sliced else d for i, d in enumerate(x)])]
     axes = list(axes) if axes is not None else list(range(len(starts)))
     steps = list(steps) if steps is not None else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -196,7 +192,7 @@ def infer_slice(ctx: InferContext) -> list[TensorType]:
         if st == 0:
             raise ctx.fail("a step is 0", attribute="steps")
         if not isinstance(d, int):
-            out[a] = _sym(ctx, a)
+            out[a] = ctx.sym(a)
             continue
         # ONNX Slice: clamp negative-adjusted starts/ends, INT64 limits included
         s = s + d if s < 0 else s
@@ -258,7 +254,7 @@ def infer_expand(ctx: InferContext) -> list[TensorType]:
         n = ctx.shape(1)[0]
         if not isinstance(n, int):
             return [ctx.type(0).with_shape(None)]
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(max(n, len(x)))])]
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(max(n, len(x)))])]
     return [ctx.type(0).with_shape(broadcast(ctx, x, tuple(shape)))]
 
 
@@ -267,10 +263,10 @@ def infer_tile(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     reps = ctx.ints(1)
     if reps is None:
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x))])]
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(len(x))])]
     if len(reps) != len(x):
         raise ctx.fail(f"repeats {reps} must have one entry per input dim ({len(x)})")
-    return [ctx.type(0).with_shape([d * r if isinstance(d, int) else _sym(ctx, i)
+    return [ctx.type(0).with_shape([d * r if isinstance(d, int) else ctx.sym(i)
                                     for i, (d, r) in enumerate(zip(x, reps, strict=True))])]
 
 
@@ -279,12 +275,12 @@ def infer_pad(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     pads = ctx.attr("pads") if ctx.opset < 11 else ctx.ints(1)
     if pads is None:
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x))])]
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(len(x))])]
     axes = list(range(len(x)))
     if ctx.opset >= 18 and ctx.has(3):
         given = ctx.ints(3)
         if given is None:
-            return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(len(x))])]
+            return [ctx.type(0).with_shape([ctx.sym(i) for i in range(len(x))])]
         axes = [ctx.axis(a, len(x), "axes") for a in given]
     n = len(axes)
     if len(pads) != 2 * n:
@@ -338,12 +334,12 @@ def infer_resize(ctx: InferContext) -> list[TensorType]:
                 out[a] = s
         return [ctx.type(0).with_shape(out)]
     if scales is None:
-        return [ctx.type(0).with_shape([_sym(ctx, i) for i in range(r)])]
+        return [ctx.type(0).with_shape([ctx.sym(i) for i in range(r)])]
     if len(scales) != len(axes):
         raise ctx.fail(f"scales {scales} do not match {len(axes)} axes")
     for s, a in zip(scales, axes, strict=True):
         d = x[a]
-        out[a] = int(math.floor(d * s)) if isinstance(d, int) else _sym(ctx, a)
+        out[a] = int(math.floor(d * s)) if isinstance(d, int) else ctx.sym(a)
     return [ctx.type(0).with_shape(out)]
 
 
