@@ -59,11 +59,16 @@ def _authenticate(request: Request) -> object | None:
 WRONG_CREDENTIALS = "wrong username or password"
 
 
-class SignUpView(APIView):
+class CredentialsView(APIView):
+    """A view that takes a username and password in its body: no session or token authentication
+    (an old session does not matter), throttled as the ``login`` scope (PRISM_LOGIN_RATE per client)."""
+
     authentication_classes: list = []  # credentials in the body; an old session does not matter
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "login"
 
+
+class SignUpView(CredentialsView):
     @extend_schema(request=SignUp, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
         """Create an account and sign in; 403 when sign-up is turned off (PRISM_SIGNUP_ENABLED=0)."""
@@ -77,11 +82,7 @@ class SignUpView(APIView):
         return Response(selectors.me_dict(user), status=201)
 
 
-class LoginView(APIView):
-    authentication_classes: list = []  # credentials in the body; an old session does not matter
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "login"
-
+class LoginView(CredentialsView):
     @extend_schema(request=Credentials, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
         """Sign in (a session cookie); 400 for a wrong username or password; 429 when throttled
@@ -109,11 +110,7 @@ class MeView(APIView):
         return Response(selectors.me_dict(request.user))
 
 
-class TokenView(APIView):
-    authentication_classes: list = []  # credentials in the body; an old session does not matter
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "login"
-
+class TokenView(CredentialsView):
     @extend_schema(request=Credentials, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request) -> Response:
         """`{token}` for scripts and the CLI: send `Authorization: Token <token>`. The same token
