@@ -20,6 +20,10 @@ stays ``fmul`` + ``fadd``, since ``llvm.fma`` would become a libm ``fmaf`` call 
 ``reassoc``), so no reduction is reordered. ``exp``, ``tanh`` and ``erf`` are vector
 polynomials (``compiler.codegen.intrinsics``, with their error bounds). Integer
 ``//`` and ``%`` are emitted as ``sdiv``/``srem``: the lowering only divides non-negative indices.
+
+This module walks statements, loops and memory accesses; the instructions of one arithmetic step on
+evaluated operands (``Bin``, ``Cast``, float min/max, non-trapping division) and the dtype -> LLVM
+type tables are in :mod:`compiler.codegen.arith`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..errors import CompileError
-from ..loops.ieee import never_nan
 from ..loops.ir import (
     Allocate,
     Bin,
@@ -51,33 +54,14 @@ from ..loops.ir import (
     substitute,
 )
 from ..loops.ir import linear_coeff as _linear
+from .arith import I64, LTYPE, MTYPE, PTR, binary, cast, isf, splat
+from .arith import V as _V
 from .debuginfo import DebugInfo
 from .guards import conjuncts as _conjuncts
 from .guards import guarded as _guarded
 from .guards import unclamp as _unclamp
 from .intrinsics import Intrinsics, _suffix
 from .parallel import emit_parallel
-
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
-LTYPE = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i64": I64, "i32": ir.IntType(32),
-         "i8": ir.IntType(8), "u8": ir.IntType(8), "bool": ir.IntType(1), "i16": ir.IntType(16),
-         "u16": ir.IntType(16), "u32": ir.IntType(32), "u64": I64}
-UNSIGNED = ("bool", "u8", "u16", "u32", "u64")  # compared, divided and widened as unsigned
-MTYPE = dict(LTYPE, bool=ir.IntType(8))  # in memory a bool is a byte
-
-
-def _isf(dt: str) -> bool:
-    return dt in ("f32", "f64")
-
-
-class _V:
-    """An SSA value with its lane count (1: scalar)."""
-
-    __slots__ = ("val", "lanes")
-
-    def __init__(self, val: ir.Value, lanes: int) -> None:
-        self.val, self.lanes = val, lanes
 
 
 class KernelCodegen:
@@ -203,7 +187,7 @@ class KernelCodegen:
 
             def body(base: ir.Value) -> None:
                 self.env["__base_" + name] = _V(base, 1)
-                self.env[name] = _V(self.b.add(self._splat(base, lanes), ramp), lanes)
+                self.env[name] = _V(self.b.add(splat(self.b, base, lanes), ramp), lanes)
                 self._stmt(s.body)
 
             if chunks <= 4:
@@ -278,14 +262,8 @@ class KernelCodegen:
                 self.b.store(self.b.extract_element(vv, I64(k)), p)
 
     # expressions -----------------------------------------------------------------------------
-    def _splat(self, x: ir.Value, lanes: int) -> ir.Value:
-        vt = ir.VectorType(x.type, lanes)
-        v = self.b.insert_element(ir.Constant(vt, ir.Undefined), x, I64(0))
-        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes),
-                                                                                   [0] * lanes))
-
     def _widen(self, x: _V, lanes: int) -> _V:
-        return x if x.lanes == lanes or lanes == 1 else _V(self._splat(x.val, lanes), lanes)
+        return x if x.lanes == lanes or lanes == 1 else _V(splat(self.b, x.val, lanes), lanes)
 
     def _to_mem(self, v: ir.Value, dt: str) -> ir.Value:
         if dt != "bool":
@@ -315,7 +293,7 @@ class KernelCodegen:
             c, t, f = self._widen(c, n), self._widen(t, n), self._widen(f, n)
             return _V(self.b.select(c.val, t.val, f.val), n)
         if isinstance(e, Cast):
-            return self._cast(self._ev(e.value), e.value.dtype, e.to)
+            return cast(self.b, self._ev(e.value), e.value.dtype, e.to)
         if isinstance(e, Call):
             args = [self._ev(a) for a in e.args]
             n = max(a.lanes for a in args)
@@ -399,91 +377,11 @@ class KernelCodegen:
 
     def _bin(self, e: Bin) -> _V:
         op = e.op
-        if op == "+" and _isf(e.dtype) and self.fma:
+        if op == "+" and isf(e.dtype) and self.fma:
             for x, y in ((e.a, e.b), (e.b, e.a)):
                 if isinstance(y, Bin) and y.op == "*":
                     return self._ev(Call("fma", (y.a, y.b, x)))
         a, b = self._ev(e.a), self._ev(e.b)
         n = max(a.lanes, b.lanes)
         a, b = self._widen(a, n), self._widen(b, n)
-        x, y, B = a.val, b.val, self.b
-        fl = _isf(e.a.dtype)
-        if op in ("<", "<=", ">", ">=", "==", "!="):
-            r = B.fcmp_ordered(op, x, y) if fl else (B.icmp_unsigned if e.a.dtype in UNSIGNED else B.icmp_signed)(
-                op, x, y)
-            if fl and op == "!=":
-                r = B.fcmp_unordered(op, x, y)
-        elif op in ("min", "max") and fl:
-            r = self._fminmax(op, e, x, y)
-        elif op in ("min", "max"):
-            cmp = "<" if op == "min" else ">"
-            icmp = B.icmp_unsigned if e.a.dtype in UNSIGNED else B.icmp_signed
-            r = B.select(icmp(cmp, x, y), x, y)
-        elif op == "and":
-            r = B.and_(x, y)
-        elif op == "or":
-            r = B.or_(x, y)
-        elif fl:
-            r = {"+": B.fadd, "-": B.fsub, "*": B.fmul, "/": B.fdiv}[op](x, y)
-        else:
-            u = e.a.dtype in UNSIGNED
-            if op in ("//", "%", "/") and not isinstance(y, ir.Constant):
-                return _V(self._safe_div(x, y, op, u), n)
-            r = {"+": B.add, "-": B.sub, "*": B.mul, "//": B.udiv if u else B.sdiv, "%": B.urem if u else B.srem,
-                 "/": B.udiv if u else B.sdiv, "&": B.and_, "|": B.or_, "^": B.xor, "<<": B.shl,
-                 ">>": B.lshr if u else B.ashr}[op](x, y)
-        return _V(r, n)
-
-    def _fminmax(self, op: str, e: Bin, x: ir.Value, y: ir.Value) -> ir.Value:
-        """Float ``min``/``max`` as numpy's ``minimum``/``maximum`` (what ``onnx.reference`` runs for
-        Max, Min, Relu, Clip, ReduceMax ...): ``(a >= b or isnan(a)) ? a : b`` for max (``<=`` for
-        min), so a NaN in either operand is the result and ``max(-0, 0)`` is ``-0``. Emitted as
-        ``select(b > a, b, a)`` (x86 ``maxps b, a``) plus a select on ``isnan(b)``; the NaN select is
-        left out only where ``b`` is proven not NaN (:func:`never_nan`: an immediate, an integer cast
-        ...), and a proven ``a`` compares once: ``select(a >= b, a, b)``."""
-        B = self.b
-        gt = ">" if op == "max" else "<"
-        if never_nan(e.a) and not never_nan(e.b):
-            return B.select(B.fcmp_ordered(gt + "=", x, y), x, y)
-        r = B.select(B.fcmp_ordered(gt, y, x), y, x)
-        return r if never_nan(e.b) else B.select(B.fcmp_unordered("uno", y, y), y, r)
-
-    def _safe_div(self, x: ir.Value, y: ir.Value, op: str, unsigned: bool) -> ir.Value:
-        """Integer division that cannot trap: a zero divisor (undefined in ONNX; also the garbage tail
-        lanes of a masked vector loop) divides by 1 instead, and signed ``x / -1`` is ``-x`` (no
-        INT_MIN / -1 overflow trap)."""
-        B = self.b
-
-        def c(v: int) -> ir.Value:
-            t = y.type
-            return ir.Constant(t, [t.element(v)] * t.count) if isinstance(t, ir.VectorType) else ir.Constant(t, v)
-
-        d = B.select(B.icmp_unsigned("==", y, c(0)), c(1), y)
-        if unsigned:
-            return (B.udiv if op != "%" else B.urem)(x, d)
-        neg1 = B.icmp_signed("==", d, c(-1))
-        d = B.select(neg1, c(1), d)
-        if op == "%":
-            return B.select(neg1, c(0), B.srem(x, d))
-        return B.select(neg1, B.sub(c(0), x), B.sdiv(x, d))
-
-    def _cast(self, v: _V, src: str, dst: str) -> _V:
-        if src == dst:
-            return v
-        t = LTYPE[dst] if v.lanes == 1 else ir.VectorType(LTYPE[dst], v.lanes)
-        B = self.b
-        if dst == "bool":
-            zero = ir.Constant(v.val.type, None)
-            return _V(B.fcmp_unordered("!=", v.val, zero) if _isf(src) else B.icmp_signed("!=", v.val, zero), v.lanes)
-        if _isf(src) and _isf(dst):
-            return _V(B.fpext(v.val, t) if dst == "f64" else B.fptrunc(v.val, t), v.lanes)
-        if _isf(src):
-            return _V(B.fptoui(v.val, t) if dst in UNSIGNED else B.fptosi(v.val, t), v.lanes)
-        if _isf(dst):
-            return _V(B.uitofp(v.val, t) if src in UNSIGNED else B.sitofp(v.val, t), v.lanes)
-        sw, dw = LTYPE[src].width, LTYPE[dst].width
-        if sw == dw:
-            return v
-        if sw > dw:
-            return _V(B.trunc(v.val, t), v.lanes)
-        return _V(B.zext(v.val, t) if src in UNSIGNED else B.sext(v.val, t), v.lanes)
+        return _V(binary(self.b, e, a.val, b.val), n)
