@@ -21,6 +21,8 @@ from typing import Any
 import onnx
 from onnx import FunctionProto, ModelProto, NodeProto, TypeProto
 
+from .rounds import rewrite_rounds
+
 
 def _opset(model: ModelProto, domain: str) -> int | None:
     for o in model.opset_import:
@@ -93,13 +95,11 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
 
     if all(keep(n) for n in model.graph.node):
         return model
-    out = ModelProto()
-    out.CopyFrom(model)
-    any_change = False
-    for rnd in range(max_rounds):
+
+    def step(out: ModelProto, rnd: int) -> list[NodeProto] | None:
         todo = [i for i, n in enumerate(out.graph.node) if not keep(n)]
         if not todo:
-            break
+            return None
         types = _types(out)
         new_nodes: list[NodeProto] = []
         changed = False
@@ -128,9 +128,6 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
                 if _opset(out, imp.domain or "") is None:
                     out.opset_import.extend([imp])
             changed = True
-        if not changed:
-            break
-        any_change = True
-        del out.graph.node[:]
-        out.graph.node.extend(new_nodes)
-    return out if any_change else model
+        return new_nodes if changed else None
+
+    return rewrite_rounds(model, max_rounds, step)

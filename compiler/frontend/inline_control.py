@@ -37,6 +37,7 @@ from .control_flow import (
     loop_plan,
     unroll_loop,
 )
+from .rounds import rewrite_rounds
 from .unroll_scan import _scan, scan_plan
 
 
@@ -124,12 +125,10 @@ def resolve_control_flow(model: ModelProto, max_rounds: int = 8, *, max_trip_cou
     appended to ``decisions`` (a kept node once, in the last round that saw it)."""
     if not any(n.op_type in CONTROL for n in model.graph.node):
         return model
-    out = ModelProto()
-    out.CopyFrom(model)
-    ctx = _Ctx(out)
+    ctx = _Ctx(model)  # reads the opset only, which the rounds do not change
     kept: dict[str, Decision] = {}
-    any_change = False
-    for _ in range(max_rounds):
+
+    def step(out: ModelProto, rnd: int) -> list[NodeProto] | None:
         ctx.model, ctx.inits, ctx.shapes = out, [], None
         consts = _constants(out)
         if any(n.op_type == "Scan" for n in out.graph.node):
@@ -138,7 +137,7 @@ def resolve_control_flow(model: ModelProto, max_rounds: int = 8, *, max_trip_cou
         all_nodes = list(out.graph.node)
         new_nodes: list[NodeProto] = []
         changed = False
-        kept = {}
+        kept.clear()
         for n in all_nodes:
             rep = None
             if n.op_type in CONTROL and n.domain in ("", "ai.onnx"):
@@ -154,11 +153,11 @@ def resolve_control_flow(model: ModelProto, max_rounds: int = 8, *, max_trip_cou
                 new_nodes.extend(rep)
                 changed = True
         if not changed:
-            break
-        any_change = True
-        del out.graph.node[:]
-        out.graph.node.extend(new_nodes)
+            return None
         out.graph.initializer.extend(ctx.inits)
+        return new_nodes
+
+    out = rewrite_rounds(model, max_rounds, step)
     if decisions is not None:
         decisions.extend(kept.values())
-    return out if any_change else model
+    return out
