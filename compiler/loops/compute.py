@@ -32,12 +32,10 @@ from .ir import (
     binary,
     children,
     free_vars,
+    map_children,
 )
 from .ir import (
     Bin as _Bin,
-)
-from .ir import (
-    Call as _Call,
 )
 from .ir import (
     Cast as _Cast,
@@ -103,17 +101,7 @@ class Lowering:
                     return memo[x]
                 memo[x] = self._lower_reduce(x, levels, hoisted)
                 return memo[x]
-            if isinstance(x, _Bin):
-                return binary(x.op, rw(x.a), rw(x.b))
-            if isinstance(x, Select):
-                return Select(rw(x.cond), rw(x.t), rw(x.f))
-            if isinstance(x, _Cast):
-                return _Cast(x.to, rw(x.value))
-            if isinstance(x, _Call):
-                return _Call(x.fn, tuple(rw(a) for a in x.args))
-            if isinstance(x, Load):
-                return Load(x.buf, tuple(rw(i) for i in x.indices))
-            return x
+            return map_children(x, rw)
 
         return rw(e), hoisted
 
