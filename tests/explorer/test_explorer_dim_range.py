@@ -5,31 +5,24 @@ dim in the compiler's words. In process (Django's test client; nothing is queued
 from __future__ import annotations
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from explorer.compilations.models import Compilation
 from tests.compiler.runtime.test_dim_range import conv_net
+from tests.explorer.api_client import post_compilation, upload_model
 
 
 @pytest.fixture
 def model_id(client) -> str:
-    r = client.post("/api/models", {"model": SimpleUploadedFile("conv.onnx", conv_net().SerializeToString())})
-    assert r.status_code in (200, 201), r.content
-    return r.json()["id"]
-
-
-def _compile(client, model_id: str, **body):  # type: ignore[no-untyped-def]
-    return client.post("/api/compilations", {"model": model_id, "pipeline": "O1", **body},
-                       content_type="application/json")
+    return upload_model(client, "conv.onnx", conv_net())
 
 
 @pytest.mark.django_db
 def test_a_ranged_dim_is_kept_and_keyed(client, model_id):
-    r = _compile(client, model_id, input_shapes={"x": ["N", 3, 8, 8]}, dim_ranges={"N": [1, 8]})
+    r = post_compilation(client, model_id, input_shapes={"x": ["N", 3, 8, 8]}, dim_ranges={"N": [1, 8]})
     assert r.status_code == 201, r.content
     body = r.json()
     assert body["input_shapes"] == {"x": ["N", 3, 8, 8]} and body["dim_ranges"] == {"N": [1, 8]}
-    other = _compile(client, model_id, input_shapes={"x": ["N", 3, 8, 8]}, dim_ranges={"N": [1, 4]}).json()
+    other = post_compilation(client, model_id, input_shapes={"x": ["N", 3, 8, 8]}, dim_ranges={"N": [1, 4]}).json()
     keys = {Compilation.objects.get(pk=c["id"]).cache_key for c in (body, other)}
     assert len(keys) == 2
 
@@ -42,7 +35,7 @@ def test_a_ranged_dim_is_kept_and_keyed(client, model_id):
     ({"input_shapes": {"x": [1, 3, 8, 8]}, "dim_ranges": {"N": [1, 2]}}, "no input shape names 'N'"),
 ])
 def test_bad_ranges_are_400s_naming_the_dim(client, model_id, body, needle):
-    r = _compile(client, model_id, **body)
+    r = post_compilation(client, model_id, **body)
     assert r.status_code == 400
     err = r.json()["error"]
     assert needle in err and "\n" not in err
@@ -50,5 +43,5 @@ def test_bad_ranges_are_400s_naming_the_dim(client, model_id, body, needle):
 
 @pytest.mark.django_db
 def test_a_dim_that_is_neither_a_size_nor_a_name_is_refused(client, model_id):
-    r = _compile(client, model_id, input_shapes={"x": [-1, 3, 8, 8]})
+    r = post_compilation(client, model_id, input_shapes={"x": [-1, 3, 8, 8]})
     assert r.status_code == 400 and "non-negative integer or the name of a dim" in r.content.decode()

@@ -9,22 +9,15 @@ compilations it creates are never queued).
 from __future__ import annotations
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from explorer.compilations.models import Compilation
 from tests.compiler.frontend.test_input_values import if_on_mode
+from tests.explorer.api_client import post_compilation, upload_model
 
 
 @pytest.fixture
 def model_id(client) -> str:
-    r = client.post("/api/models", {"model": SimpleUploadedFile("if_on_mode.onnx", if_on_mode().SerializeToString())})
-    assert r.status_code in (200, 201), r.content
-    return r.json()["id"]
-
-
-def _compile(client, model_id: str, **body):  # type: ignore[no-untyped-def]
-    return client.post("/api/compilations", {"model": model_id, "pipeline": "O1", **body},
-                       content_type="application/json")
+    return upload_model(client, "if_on_mode.onnx", if_on_mode())
 
 
 @pytest.mark.django_db
@@ -36,18 +29,18 @@ def test_upload_offers_the_if_condition_input(client, model_id):
 
 @pytest.mark.django_db
 def test_bound_values_are_kept_and_keyed(client, model_id):
-    r = _compile(client, model_id, input_values={"mode": [1]})
+    r = post_compilation(client, model_id, input_values={"mode": [1]})
     assert r.status_code == 201, r.content
     body = r.json()
     assert body["input_values"] == {"mode": [1]} and body["input_shapes"] == {"x": [2, 3]}
     keys = {Compilation.objects.get(pk=body["id"]).cache_key}
     for values in ({"mode": [0]}, None):
         extra = {"input_values": values} if values else {}
-        r = _compile(client, model_id, **extra)
+        r = post_compilation(client, model_id, **extra)
         assert r.status_code == 201, r.content
         keys.add(Compilation.objects.get(pk=r.json()["id"]).cache_key)
     assert len(keys) == 3  # another value, or none, is another compilation
-    again = _compile(client, model_id, input_values={"mode": [1]}).json()
+    again = post_compilation(client, model_id, input_values={"mode": [1]}).json()
     assert Compilation.objects.get(pk=again["id"]).cache_key in keys
 
 
@@ -58,7 +51,7 @@ def test_bound_values_are_kept_and_keyed(client, model_id):
     ({"speed": [1]}, "input value for 'speed': not a model input; inputs: x, mode"),
 ])
 def test_a_bad_value_is_a_400_naming_the_input(client, model_id, values, needle):
-    r = _compile(client, model_id, input_values=values)
+    r = post_compilation(client, model_id, input_values=values)
     assert r.status_code == 400
     err = r.json()["error"]
     assert needle in err and "\n" not in err
