@@ -91,6 +91,45 @@ def _area(src: Buffer, dst: Buffer) -> Stmt:
     return _st(dst, (0,), binary("*", binary("-", _ld(src, 1), _ld(src, 0)), binary("-", _ld(src, 3), _ld(src, 2))))
 
 
+def _visiting_order(scores: Tensor, order: Buffer, acc: Buffer, n: int, vb: Var, vc: Var, vi: Var, vj: Var,
+                    vr: Var) -> Stmt:
+    """``order[r]`` = the box visited at position ``r`` for class ``(vb, vc)``: score descending, then
+    box index ascending (a stable sort, as the reference's); ``-1`` past the last box."""
+    s_i, s_j = scores[[vb, vc, vi]], scores[[vb, vc, vj]]
+    before = binary("or", binary(">", s_j, s_i), binary("and", binary("==", s_j, s_i), binary("<", vj, vi)))
+    return Seq([
+        For(vr, n, _st(order, (vr,), Int(-1))),
+        For(vi, n, Seq([
+            _st(acc, (0,), Int(0)),
+            For(vj, n, _st(acc, (0,), binary("+", _ld(acc, 0), select(before, Int(1), Int(0))))),
+            _st(order, (_ld(acc, 0),), vi),
+        ])),
+    ])
+
+
+def _suppress_if_overlapping(bi: Buffer, ai: Buffer, bj: Buffer, aj: Buffer, inter: Buffer, keep: Buffer,
+                             iou_thr: Expr) -> list[Stmt]:
+    """Statements setting ``keep[0] = 0`` where the IoU of the candidate (corners ``bi``, area ``ai``) with a selected box
+    (``bj``, ``aj``) exceeds ``iou_thr``, computed as the reference computes it (``inter`` holds the
+    intersection's corners and area; empty boxes and a zero union never suppress)."""
+    fdt = bi.dtype
+    i0, i1, i2, i3 = (_ld(bi, k) for k in range(4))
+    j0, j1, j2, j3 = (_ld(bj, k) for k in range(4))
+    t0, t1, t2, t3, t4 = (_ld(inter, k) for k in range(5))
+    union = binary("-", binary("+", _ld(ai, 0), _ld(aj, 0)), t4)
+    suppress = _all(binary(">", t1, t0), binary(">", t3, t2), binary(">", t4, Float(0.0, fdt)),
+                    binary(">", _ld(ai, 0), Float(0.0, fdt)), binary(">", _ld(aj, 0), Float(0.0, fdt)),
+                    binary(">", union, Float(0.0, fdt)), binary(">", binary("/", t4, union), iou_thr))
+    return [
+        _st(inter, (0,), select(binary(">", j0, i0), j0, i0)),  # Python's max(a, b) / min(a, b)
+        _st(inter, (1,), select(binary("<", j1, i1), j1, i1)),
+        _st(inter, (2,), select(binary(">", j2, i2), j2, i2)),
+        _st(inter, (3,), select(binary("<", j3, i3), j3, i3)),
+        _st(inter, (4,), binary("*", binary("-", t1, t0), binary("-", t3, t2))),
+        If(suppress, _st(keep, (0,), Int(0))),
+    ]
+
+
 @register_sequential("NonMaxSuppression")
 def lower_non_max_suppression(ctx: Any, node: Any, ins: list[Tensor | None], outs: list[Buffer | None],
                               scratch: ScratchFn) -> Stmt:
@@ -125,34 +164,11 @@ def lower_non_max_suppression(ctx: Any, node: Any, ins: list[Tensor | None], out
     vb, vc, vi, vj, vr, vk, vq = (Var(f"nms_{s}") for s in ("b", "c", "i", "j", "r", "k", "q"))
 
     zero_fill = For(vr, rows, For(vq, 3, _st(sel, (vr, vq), Int(0))))
-    # visiting order: score descending, then box index ascending
-    s_i, s_j = scores[[vb, vc, vi]], scores[[vb, vc, vj]]
-    before = binary("or", binary(">", s_j, s_i), binary("and", binary("==", s_j, s_i), binary("<", vj, vi)))
-    rank = Seq([
-        For(vr, n, _st(order, (vr,), Int(-1))),
-        For(vi, n, Seq([
-            _st(acc, (0,), Int(0)),
-            For(vj, n, _st(acc, (0,), binary("+", _ld(acc, 0), select(before, Int(1), Int(0))))),
-            _st(order, (_ld(acc, 0),), vi),
-        ])),
-    ])
-    # IoU of the candidate (bi, ai) with a selected box (bj, aj), as the reference computes it
-    i0, i1, i2, i3 = (_ld(bi, k) for k in range(4))
-    j0, j1, j2, j3 = (_ld(bj, k) for k in range(4))
-    t0, t1, t2, t3, t4 = (_ld(inter, k) for k in range(5))
-    union = binary("-", binary("+", _ld(ai, 0), _ld(aj, 0)), t4)
-    suppress = _all(binary(">", t1, t0), binary(">", t3, t2), binary(">", t4, Float(0.0, fdt)),
-                    binary(">", _ld(ai, 0), Float(0.0, fdt)), binary(">", _ld(aj, 0), Float(0.0, fdt)),
-                    binary(">", union, Float(0.0, fdt)), binary(">", binary("/", t4, union), iou_thr))
+    rank = _visiting_order(scores, order, acc, n, vb, vc, vi, vj, vr)
     against = For(vk, most, If(binary("<", vk, _ld(cnt, 0)), Seq([
         _corners(boxes, vb, _ld(kept, vk), center, bj),
         _area(bj, aj),
-        _st(inter, (0,), select(binary(">", j0, i0), j0, i0)),  # Python's max(a, b) / min(a, b)
-        _st(inter, (1,), select(binary("<", j1, i1), j1, i1)),
-        _st(inter, (2,), select(binary(">", j2, i2), j2, i2)),
-        _st(inter, (3,), select(binary("<", j3, i3), j3, i3)),
-        _st(inter, (4,), binary("*", binary("-", t1, t0), binary("-", t3, t2))),
-        If(suppress, _st(keep, (0,), Int(0))),
+        *_suppress_if_overlapping(bi, ai, bj, aj, inter, keep, iou_thr),
     ])))
     e = _ld(cur, 0)
     take = Seq([
