@@ -114,6 +114,34 @@ def axis_table(mode: str, ctm: str, nearest: str, n_in: int, n_out: int, scale: 
     return np.array(rows_i, np.int64), np.array(rows_w, np.float64), np.array(valid)
 
 
+def _scales(ctx: LowerCtx, node: Node, ins: list[Tensor | None], x: Tensor, axes: list[int], old: bool) -> list[float]:
+    """Per-axis scale of ``x`` (rank r): the ``scales`` attribute of Upsample-7, else the constant
+    ``scales`` input, else output size / input size from the constant ``sizes`` input (with
+    ``keep_aspect_ratio_policy``, Resize-18); 1.0 on axes not in ``axes``. Raises CompileError naming
+    ``scales`` when neither input is a compile-time constant."""
+    scales = [1.0] * x.rank
+    if node.op_type == "Upsample" and ctx.opset < 9:
+        return [float(s) for s in node.attr("scales")]
+    k_sc = 1 if old else 2
+    sc = ins[k_sc] if len(ins) > k_sc else None
+    sz = ins[3] if not old and len(ins) > 3 else None
+    if sc is not None and sc.const is not None and np.asarray(sc.const).size:
+        for a, s in zip(axes, np.asarray(sc.const, np.float64).reshape(-1), strict=True):
+            scales[a] = float(s)
+    elif sz is not None and sz.const is not None:
+        sizes = np.asarray(sz.const).reshape(-1)
+        ratios = [float(s) / x.shape[a] for a, s in zip(axes, sizes, strict=True)]
+        policy = _s(node, "keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            common = min(ratios) if policy == "not_larger" else max(ratios)
+            ratios = [common] * len(ratios)
+        for a, s in zip(axes, ratios, strict=True):
+            scales[a] = s
+    else:
+        raise bad(node, "scales", "scales or sizes must be compile-time constants")
+    return scales
+
+
 @register("Resize", "Upsample", complex_op=True)
 def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
@@ -128,27 +156,7 @@ def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     nearest = "floor" if old else _s(node, "nearest_mode", "round_prefer_floor")
     r = x.rank
     axes = list(range(r)) if old or node.attr("axes", None) is None else [a % r for a in node.attr("axes")]
-    scales = [1.0] * r
-    if node.op_type == "Upsample" and ctx.opset < 9:
-        scales = [float(s) for s in node.attr("scales")]
-    else:
-        k_sc = 1 if old else 2
-        sc = ins[k_sc] if len(ins) > k_sc else None
-        sz = ins[3] if not old and len(ins) > 3 else None
-        if sc is not None and sc.const is not None and np.asarray(sc.const).size:
-            for a, s in zip(axes, np.asarray(sc.const, np.float64).reshape(-1), strict=True):
-                scales[a] = float(s)
-        elif sz is not None and sz.const is not None:
-            sizes = np.asarray(sz.const).reshape(-1)
-            ratios = [float(s) / x.shape[a] for a, s in zip(axes, sizes, strict=True)]
-            policy = _s(node, "keep_aspect_ratio_policy", "stretch")
-            if policy != "stretch":
-                common = min(ratios) if policy == "not_larger" else max(ratios)
-                ratios = [common] * len(ratios)
-            for a, s in zip(axes, ratios, strict=True):
-                scales[a] = s
-        else:
-            raise bad(node, "scales", "scales or sizes must be compile-time constants")
+    scales = _scales(ctx, node, ins, x, axes, old)
     roi_v = np.zeros(2 * r)
     roi_v[r:] = 1.0
     if ctm == "tf_crop_and_resize" and len(ins) > 1 and ins[1] is not None and ins[1].const is not None:
