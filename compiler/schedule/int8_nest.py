@@ -181,6 +181,60 @@ def _vector_for(var: Var, extent: int, width: int, body: Callable[[Expr], Stmt])
     return For(vo, extent // lanes, For(vi, lanes, body(add(mul(vo, lanes), vi)), "vectorized"))
 
 
+def _pad_image(lk: LoweredKernel, xbuf: Buffer, spec: dict[str, Any], dims: tuple[int, ...],
+               geom: tuple[list[int], list[int], list[int]], width: int, vn: Var) -> tuple[Buffer, list[Stmt]]:
+    """Image ``vn`` of X copied into scratch ``xpad[c, hp, wp]`` (the padded input the convolution's
+    windows read, ``hp``/``wp`` covering every window at stride and dilation ``geom``), its border
+    ``x_zero_point`` (0.0 for f32 X): the buffer and the fill-then-copy statements."""
+    n_b, c_n, h, w_, co, k_n, kh, kw, oh, ow = dims
+    st, dil, pb = geom
+    hp, wp = (oh - 1) * st[0] + (kh - 1) * dil[0] + 1, (ow - 1) * st[1] + (kw - 1) * dil[1] + 1
+    numel = c_n * hp * wp
+    xp = Buffer("xpad", xbuf.dtype, (c_n, hp, wp), "scratch")
+    flat = Buffer("xpad", xbuf.dtype, (-(-numel // width) * width,), "scratch")
+    lk.args.append(KernelArg("scratch", f"{lk.name}.xpad", flat))
+    vi, vc, vy, vx = Var("pi"), Var("c"), Var("y"), Var("x")
+    pad_value = Float(0.0) if xbuf.dtype == "f32" else Int(spec["xz"], xbuf.dtype)
+    fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), pad_value))
+    ch, cw = min(h, hp - pb[0]), min(w_, wp - pb[1])
+    copy = For(vc, c_n, For(vy, ch, _vector_for(vx, cw, width, lambda x: Store(
+        xp, (vc, add(vy, pb[0]), add(x, pb[1])), Load(xbuf, (vn, vc, vy, x))))))
+    lk.func.attrs["schedule"].append(f"pad(X -> xpad[{c_n}, {hp}, {wp}], value = x_zero_point {spec['xz']})  "
+                                     "# once per image")
+    return xp, [fill, copy]
+
+
+def _im2col_packer(xp: Buffer, col: Buffer, spec: dict[str, Any], group: int, off: int, dims: tuple[int, ...],
+                   geom: tuple[list[int], list[int], list[int]], width: int, vb: Var,
+                   rows: int) -> Callable[[Expr, Callable[[int], Expr | None]], Stmt]:
+    """For :func:`_words_loop`: the statement packing word row ``kg`` of ``col`` for output-row block
+    ``vb`` (``rows`` output rows of ``ow`` pixels) from the padded image ``xp``: word lane ``j`` holds
+    reduction index ``vals(j)`` = (channel, ky, kx) of each pixel's window (None: a zero lane)."""
+    kh, kw, oh, ow = dims[6:10]
+    st, dil, _ = geom
+    vy2, vx2 = Var("ly"), Var("ox")
+
+    def packed(kg: Expr, vals: Callable[[int], Expr | None]) -> Stmt:
+        def one(ox: Expr) -> Stmt:
+            oy = add(mul(vb, rows), vy2)
+            taps: list[Expr | None] = []
+            for j in range(group):
+                k = vals(j)
+                if k is None:
+                    taps.append(None)
+                    continue
+                ci, r = floordiv(k, kh * kw), floormod(k, kh * kw)
+                dy, dx = floordiv(r, kw), floormod(r, kw)
+                taps.append(Load(xp, (ci, add(mul(oy, st[0]), mul(dy, dil[0])), add(mul(ox, st[1]),
+                                                                                  mul(dx, dil[1])))))
+            return Store(col, (kg, add(mul(vy2, ow), ox)), word(taps, group, spec["xz"], off, spec.get("format")))
+        inner = _vector_for(vx2, ow, width, one)
+        if oh % rows:
+            inner = If(Bin("<", add(mul(vb, rows), vy2), Int(oh)), inner)
+        return For(vy2, rows, inner)
+    return packed
+
+
 def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, epi: Expr, vs: list[Var],
               spec: dict[str, Any], group: int, mr: int, nr: int, width: int, dims: tuple[int, ...],
               geom: tuple[list[int], list[int], list[int]]) -> Stmt:
@@ -201,19 +255,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
 
         sched.append(f"view(X as [{c_n}, {n_pix}])  # 1x1 stride 1: words packed straight from X")
     else:
-        hp, wp = (oh - 1) * st[0] + (kh - 1) * dil[0] + 1, (ow - 1) * st[1] + (kw - 1) * dil[1] + 1
-        numel = c_n * hp * wp
-        xp = Buffer("xpad", xbuf.dtype, (c_n, hp, wp), "scratch")
-        flat = Buffer("xpad", xbuf.dtype, (-(-numel // width) * width,), "scratch")
-        lk.args.append(KernelArg("scratch", f"{lk.name}.xpad", flat))
-        vi, vc, vy, vx = Var("pi"), Var("c"), Var("y"), Var("x")
-        pad_value = Float(0.0) if xbuf.dtype == "f32" else Int(spec["xz"], xbuf.dtype)
-        fill = _vector_for(vi, flat.shape[0], width, lambda i: Store(flat, (i,), pad_value))
-        ch, cw = min(h, hp - pb[0]), min(w_, wp - pb[1])
-        copy = For(vc, c_n, For(vy, ch, _vector_for(vx, cw, width, lambda x: Store(
-            xp, (vc, add(vy, pb[0]), add(x, pb[1])), Load(xbuf, (vn, vc, vy, x))))))
-        stmts += [fill, copy]
-        sched.append(f"pad(X -> xpad[{c_n}, {hp}, {wp}], value = x_zero_point {spec['xz']})  # once per image")
+        xp, pad = _pad_image(lk, xbuf, spec, dims, geom, width, vn)
+        stmts += pad
         blk = None
     rows = 1
     if not direct:
@@ -236,27 +279,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
             return _vector_for(vp, cols, width, one)
         prologue = _words_loop(kg_n, k_n, group, packed, lambda k: k)
     else:
-        vy2, vx2 = Var("ly"), Var("ox")
-
-        def packed(kg: Expr, vals: Callable[[int], Expr | None]) -> Stmt:  # noqa: F811
-            def one(ox: Expr) -> Stmt:
-                oy = add(mul(vb, rows), vy2)
-                taps: list[Expr | None] = []
-                for j in range(group):
-                    k = vals(j)
-                    if k is None:
-                        taps.append(None)
-                        continue
-                    ci, r = floordiv(k, kh * kw), floormod(k, kh * kw)
-                    dy, dx = floordiv(r, kw), floormod(r, kw)
-                    taps.append(Load(xp, (ci, add(mul(oy, st[0]), mul(dy, dil[0])), add(mul(ox, st[1]),
-                                                                                      mul(dx, dil[1])))))
-                return Store(col, (kg, add(mul(vy2, ow), ox)), word(taps, group, spec["xz"], off, spec.get("format")))
-            inner = _vector_for(vx2, ow, width, one)
-            if oh % rows:
-                inner = If(Bin("<", add(mul(vb, rows), vy2), Int(oh)), inner)
-            return For(vy2, rows, inner)
-        prologue = _words_loop(kg_n, k_n, group, packed, lambda k: k)
+        prologue = _words_loop(kg_n, k_n, group, _im2col_packer(xp, col, spec, group, off, dims, geom, width, vb, rows),
+                               lambda k: k)
     sched.append(f"im2col+interleave(X -> col[{kg_n}, {cols}] words) compute_at nb  # {blk} output pixels per "
                  f"block: {kg_n}x{cols} words stay in L2")
     ov = Buffer(out_buf.name, out_buf.dtype, (n_b, co, n_pix), out_buf.scope)
