@@ -40,13 +40,8 @@ def _missing(reason: str) -> None:
 def stack(tmp_path_factory):
     if not (REPO / "frontend" / "dist" / "index.html").exists():
         _missing("frontend/dist is not built: run `cd frontend && npm ci && npm run build`")
-    s = Stack(tmp_path_factory.mktemp("browser-stack"))
-    try:
-        s.start_web()
-        s.start_worker("worker")
+    with Stack.running(tmp_path_factory.mktemp("browser-stack"), workers=("worker",)) as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -172,6 +174,21 @@ class Stack:
     def close(self) -> None:
         for name in list(self.procs):
             self.stop(name, timeout=20)
+
+    @classmethod
+    @contextmanager
+    def running(cls, tmp: Path, workers: tuple[str, ...] = ("w1",), concurrency: int = 1,
+                **env: str) -> Iterator[Stack]:
+        """A stack in ``tmp`` (``env`` as for ``Stack``) with its web server and ``workers`` started
+        (``concurrency`` each); closed on exit, also when starting it failed. For module fixtures."""
+        s = cls(tmp, **env)
+        try:
+            s.start_web()
+            for name in workers:
+                s.start_worker(name, concurrency=concurrency)
+            yield s
+        finally:
+            s.close()
 
     # client helpers ------------------------------------------------------------------------------
     def http(self) -> httpx.Client:

@@ -113,12 +113,8 @@ def test_only_queued_compilations_are_requeued(make_compilation, broker):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("requeue"), PRISM_REQUEUE_AFTER_S="3")
-    try:
-        s.start_web()
+    with Stack.running(tmp_path_factory.mktemp("requeue"), workers=(), PRISM_REQUEUE_AFTER_S="3") as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture(scope="module")

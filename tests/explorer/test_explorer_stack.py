@@ -27,13 +27,8 @@ RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("stack"))
-    try:
-        s.start_web()
-        s.start_worker("w1")
+    with Stack.running(tmp_path_factory.mktemp("stack")) as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture(scope="module")

@@ -20,13 +20,8 @@ CASES = cases()
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("hostile"), **STACK_LIMITS)
-    try:
-        s.start_web()
-        s.start_worker("w1", concurrency=2)
+    with Stack.running(tmp_path_factory.mktemp("hostile"), concurrency=2, **STACK_LIMITS) as s:
         yield s
-    finally:
-        s.close()
 
 
 def _run(stack: Stack, case: Case) -> dict:

@@ -26,13 +26,8 @@ FIRST_EVENT = {"passes": "pass.started", "lowering": "kernel.lowered", "codegen"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("chaos"))
-    try:
-        s.start_web()
-        s.start_worker("w1")
+    with Stack.running(tmp_path_factory.mktemp("chaos")) as s:
         yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,8 @@ FRAMING = 64 * 1024  # explorer.web.bounded.FRAMING: multipart boundaries around
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("uploads"), PRISM_MAX_UPLOAD_BYTES=str(LIMIT))
-    try:
-        s.start_web()
+    with Stack.running(tmp_path_factory.mktemp("uploads"), workers=(), PRISM_MAX_UPLOAD_BYTES=str(LIMIT)) as s:
         yield s
-    finally:
-        s.close()
 
 
 def rss_kib(stack: Stack) -> int:
