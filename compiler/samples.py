@@ -241,7 +241,7 @@ def _calibrate_logits(m: onnx.ModelProto, random_inits: set[str], seed: int) -> 
     model gives the factor. Models whose inputs are not static, or with no such layer, are left as
     they are.
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: ORT's shared library, needed only to calibrate randomized logits
 
     g = m.graph
     producer = {o: n for n in g.node for o in n.output}

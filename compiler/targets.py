@@ -53,7 +53,7 @@ class Target:
 
 
 def _llvm() -> Any:
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: loading LLVM and its targets only when a target is resolved
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()

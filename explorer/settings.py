@@ -57,6 +57,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from compiler.runtime.limits import machine_memory_bytes
 
@@ -81,7 +82,6 @@ def _secret_key() -> str:
     if not key and (VAR_DIR / "secret_key").is_file():
         key = (VAR_DIR / "secret_key").read_text().strip()
     if not key:
-        from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(
             f"DJANGO_SECRET_KEY is not set and {VAR_DIR / 'secret_key'} does not exist: set it (50 random "

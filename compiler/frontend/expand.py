@@ -91,7 +91,7 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
     node is kept. ``model`` is not modified. Appends to ``decisions`` per node ``keep`` rejects:
     ``{"node", "op", "expanded": bool, "new_nodes": body nodes, "round", "function_opset"}`` (expanded)
     or ``{"node", "op", "expanded": False, "reason"}`` (no function body for the model's opset)."""
-    from onnx.backend.test.case.node import function_expand_helper
+    from onnx.backend.test.case.node import function_expand_helper  # deferred: imports every ONNX node test case
 
     if all(keep(n) for n in model.graph.node):
         return model

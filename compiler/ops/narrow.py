@@ -81,6 +81,7 @@ def narrow_reference(x: np.ndarray, to: str, saturate: int = 0, round_mode: str 
     returned in the compute type. For compile time only (fold-constants on constant inputs); the
     compiled program computes it with ``compiler.codegen.narrow``. Raises KeyError for an unknown
     format."""
+    # deferred: onnx.reference loads all its op modules
     from onnx.reference.ops.op_cast import cast_to
 
     elem, compute = FORMATS[to]

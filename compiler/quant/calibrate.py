@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from ..errors import CompileError
 from ..ir import Graph
@@ -94,8 +95,7 @@ def samples_of(data: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
 def run_fp32(model: Any, tensors: list[str], data: Mapping[str, np.ndarray]):  # type: ignore[no-untyped-def]
     """Yield ``{tensor: array}`` per sample: ``model`` (ModelProto) run by ONNX Runtime with ``tensors``
     added as graph outputs, optimizations off."""
-    import onnx
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: loads ORT's shared library, needed only when calibrating
 
     from ..passes.check import ort_form
 

@@ -18,6 +18,7 @@ STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 def _photos() -> list[np.ndarray]:
     try:
+        # deferred: scikit-image is heavy and needed only for calibration photos
         from skimage import data
     except ImportError as e:  # scikit-image is in requirements.txt
         raise RuntimeError("calibration images need scikit-image (pip install scikit-image==0.26.0)") from e
@@ -37,7 +38,7 @@ def _variants(img: np.ndarray, k: int) -> np.ndarray:
 
 def calibration_images(height: int, width: int, samples: int = 8, normalize: str = "imagenet") -> np.ndarray:
     """``samples`` RGB images as ``[samples, 1, 3, height, width]`` float32 (see the module docstring)."""
-    from skimage.transform import resize
+    from skimage.transform import resize  # deferred: scikit-image is heavy, as above
 
     photos = _photos()
     out = np.empty((samples, 1, 3, height, width), np.float32)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import numpy_helper
 
 from ..ir import Node, Value
 
@@ -117,7 +118,6 @@ def output_steps(model: object) -> dict[str, float]:
     by a DequantizeLinear with a constant per-tensor scale: the largest difference by which two correct
     integer implementations' dequantized results may differ (one step, from rounding a .5 boundary
     the other way)."""
-    from onnx import numpy_helper
 
     g = model.graph  # type: ignore[attr-defined]
     inits = {t.name: t for t in g.initializer}

@@ -23,6 +23,8 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 from ..ir import Graph, Node, Value
 from ..ir.rewrite import set_constant
@@ -105,9 +107,6 @@ def reduced_onnx(fp32: Any, layers: list[ReducedLayer], dtype: str) -> Any:
     """The ONNX form of the reduced model (module docstring): a copy of ``fp32`` (ModelProto) with
     ``Cast(to=format) -> Cast(to=float)`` on each reduced layer's activation and its weight initializer
     rounded (a copy of the initializer where other nodes read it too)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
     m = onnx.ModelProto()
     m.CopyFrom(fp32)
     g = m.graph

@@ -22,7 +22,7 @@ class JitModule:
     """Objects -> callable kernels. ``call(symbol, arrays)`` runs one kernel."""
 
     def __init__(self, objects: Iterable[bytes]) -> None:
-        import llvmlite.binding as llvm
+        import llvmlite.binding as llvm  # deferred: the LLVM binding (shared library) only where kernels load
 
         load_pool()  # the thread pool first: kernels' prism_parallel_for resolves to it (compiler.runtime.pool)
         llvm.initialize_native_target()

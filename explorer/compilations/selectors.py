@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+from django.db.models import Q
+
 from explorer.compilations.models import Compilation, CompilationEvent, ModelUpload, UploadedModel
 from explorer.compilations.visibility import Visibility, can_see, signed_in, visible_q
 
@@ -50,7 +52,6 @@ def model_for(requester, sha256: str) -> UploadedModel | None:
 def listed_compilations(requester, also: Iterable[str] = (), limit: int = 50) -> list[Compilation]:
     """The listing (`GET /api/compilations`, the start page): public compilations, the requester's
     own, and `also` (ids this browser session submitted anonymously) where visible; newest first."""
-    from django.db.models import Q
 
     listed = Q(visibility=Visibility.PUBLIC) | Q(pk__in=list(also)[-limit:])
     if signed_in(requester):
