@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..ir import FusedGroup, Graph, Node, Value
 from ..ir.rewrite import group_nodes
 from .base import Pass, PassContext, PassResult, Remark, register
 
@@ -190,7 +190,6 @@ class FuseLayerNorm(Pass):
 
     @staticmethod
     def _kernel(graph: Graph, i: int) -> str:
-        from ..ir import FusedGroup
 
         taken = {n.kernel for n in graph.nodes if isinstance(n, FusedGroup)}
         k = i

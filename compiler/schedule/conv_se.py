@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ir import FusedGroup
 from ..loops.ir import (
     Allocate,
     Bin,
@@ -44,7 +45,6 @@ from .rows import sweep
 
 def try_global_pool(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The row-sum kernel of a group whose one reducing op is a 2-D GlobalAveragePool, or None."""
-    from ..ir import FusedGroup
 
     nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
     pools = [n for n in nodes if n.op_type == "GlobalAveragePool"]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import FusedGroup
 from ..loops.ir import Buffer, Cast, Expr, Int, Load, add, mul
 from ..loops.lower import KernelArg, LoweredKernel
 from ..loops.ops_qlinear import requantize
@@ -143,7 +144,6 @@ def lower_anchored(node: Any, kernel: str, opset: int, anchor: Any, acc_dtype: s
 
 def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The INT8 micro-kernel of a group anchored by an integer Conv/MatMul/Gemm, or None (see module)."""
-    from ..ir import FusedGroup
 
     nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
     anchors = [n for n in nodes if registry_key(n) in ANCHORS]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import FusedGroup
 from ..loops.ir import (
     Bin,
     Buffer,
@@ -78,7 +79,6 @@ ANCHORS = ("Conv", "Gemm", "MatMul", "NchwcConv")
 def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The micro-kernel version of a group whose anchor is Conv/Gemm/MatMul, the row kernel of a
     Softmax/LogSoftmax/LayerNormalization group (``compiler.schedule.rows``), or None if none fits."""
-    from ..ir import FusedGroup
     from .rows import try_row_kernel
 
     rk = try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)

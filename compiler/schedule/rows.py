@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..ir import FusedGroup
 from ..loops.ir import (
     Allocate,
     Bin,
@@ -85,7 +86,6 @@ def _hreduce(op: str, width: int, src: Buffer, dst: Buffer, init: float, tag: st
 def try_row_kernel(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The row kernel of a group whose one reducing op is Softmax, LogSoftmax or LayerNormalization
     (or a group ``fuse-layer-norm`` made), or None."""
-    from ..ir import FusedGroup
 
     nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
     pattern = node.attrs.get("pattern") if isinstance(node, FusedGroup) else None
