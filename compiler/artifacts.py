@@ -31,12 +31,14 @@ import onnx
 from .driver.prepare import upgrade_opset, with_input_shapes
 from .driver.request import model_bytes, resolve_model
 from .errors import CompileError
+from .export import check_export
 from .frontend import read_model
 from .passes import PassContext
 from .passes.instruments import PassInstrument, PassRun
 from .passes.manager import PassManager
 from .passes.pipeline import cut_after_run, parse_pipeline
 from .result import CompileResult
+from .targets import get_target
 
 PAYLOAD_SKIP = ("seq", "type", "ts")
 
@@ -102,7 +104,6 @@ def model_after_pass(model: Any, *, target: str, pipeline: str, index: int,
     that fails before that pass ends. For an ONNX-level pass run it is the model that pass left
     (:func:`onnx_model_after`)."""
     from . import api  # compiler.api loads the whole driver: only when a model is rebuilt
-    from .export import check_export
 
     levels = list(levels) if levels is not None else run_levels(model, target=target, pipeline=pipeline,
                                                                input_shapes=input_shapes)
@@ -180,7 +181,6 @@ def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
     if not kernels:
         raise ArtifactUnavailable("this compilation has no compiled kernels (it ended before codegen)")
     from .codegen.compile import _llvm, target_machine  # llvmlite: only when asked
-    from .targets import get_target
 
     llvm = _llvm()
     t = get_target(target)
@@ -210,7 +210,6 @@ def shared_object(obj: bytes, target: str) -> bytes:
 
     Only for a target this host runs (its code is loadable here, ``ctypes.CDLL``); raises
     ArtifactUnavailable for a cross target or when no C compiler driver is installed."""
-    from .targets import get_target
 
     t = get_target(target)
     if not t.runnable:

@@ -23,6 +23,8 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from ..ir.rewrite import set_constant
+from ..ops import infer_node
+from ..ops.infer import ShapeEnv
 
 ANCHORS = ("Conv", "MatMul", "Gemm")
 BINARY = ("Add", "Sum", "Mul")
@@ -142,8 +144,6 @@ def _qdq(graph: Graph, v: Value, scale: np.ndarray, zp: np.ndarray, axis: int | 
                        name=graph.fresh_node_name(v.name + "_QuantizeLinear"))
     dq = graph.add_node("DequantizeLinear", [q.outputs[0], s, z], [graph.fresh_name(v.name + "_dequantized")], attrs,
                         name=graph.fresh_node_name(v.name + "_DequantizeLinear"))
-    from ..ops import infer_node
-    from ..ops.infer import ShapeEnv
 
     env = ShapeEnv(int(graph.opset_imports.get("", 17)))
     infer_node(q, env)

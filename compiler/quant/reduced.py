@@ -28,6 +28,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..ir import Graph, Node, Value
 from ..ir.rewrite import set_constant
+from ..ops import infer_node
+from ..ops.infer import ShapeEnv
 from .evaluate import evaluate
 from .session import QuantSession
 
@@ -75,8 +77,6 @@ def plan_reduced(graph: Graph, exclude: set[str]) -> list[ReducedLayer]:
 def apply_reduced(graph: Graph, layers: list[ReducedLayer], dtype: str) -> int:
     """Rewrite ``graph`` in place (module docstring): one ``prism.NarrowCast`` per distinct activation,
     each weight replaced by its rounded copy. Returns the number of NarrowCast nodes inserted."""
-    from ..ops import infer_node
-    from ..ops.infer import ShapeEnv
 
     env = ShapeEnv(int(graph.opset_imports.get("", 17)))
     by_name = {n.name or n.label: n for n in graph.nodes}
