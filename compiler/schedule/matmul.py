@@ -55,6 +55,7 @@ from .gemm import (
     pick_tile,
     probe_buffer,
 )
+from .microkernel import pack_b, packed_b
 
 
 def _bcast(t: Tensor, bv: list[Var], rank: int) -> list[Expr]:
@@ -73,8 +74,6 @@ def contiguous_along(t: Tensor, idx: list[Expr], var: str) -> bool:
 def lower_matmul(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
                  target: Target) -> LoweredKernel | None:
     """The micro-kernel MatMul (see the module docstring), or None where it does not apply."""
-    from .microkernel import pack_b, packed_b
-
     a, b = ins[0], ins[1]
     if a is None or b is None or a.rank < 2 or b.rank < 2 or a.dtype != "f32" or b.dtype != "f32":
         return None

@@ -72,6 +72,7 @@ from .gemm import (
     pick_tile,
     probe_buffer,
 )
+from .rows import try_row_kernel
 
 ANCHORS = ("Conv", "Gemm", "MatMul", "NchwcConv")
 
@@ -79,7 +80,6 @@ ANCHORS = ("Conv", "Gemm", "MatMul", "NchwcConv")
 def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The micro-kernel version of a group whose anchor is Conv/Gemm/MatMul, the row kernel of a
     Softmax/LogSoftmax/LayerNormalization group (``compiler.schedule.rows``), or None if none fits."""
-    from .rows import try_row_kernel
 
     rk = try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)
     if rk is not None:
@@ -118,6 +118,7 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
     if anchor.op_type == "NchwcConv":
         return nchwc_conv(lk, anchor, ins, out_buf, out_t, target)
     if anchor.op_type == "MatMul":
+        # deferred: a cycle, compiler.schedule.matmul imports pack_b from this module
         from .matmul import lower_matmul
 
         return lower_matmul(lk, anchor, ins, out_buf, out_t, target)

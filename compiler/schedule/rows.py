@@ -48,7 +48,7 @@ from ..loops.ir import (
     sub,
     substitute,
 )
-from ..loops.lower import LoweredKernel, lower_group
+from ..loops.lower import LOWERINGS, LoweredKernel, lower_group
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to, unravel
 from ..targets import Target
@@ -148,7 +148,6 @@ def _layer_norm_group(node: Any, nodes: list[Any], kernel: str, opset: int, targ
         return None
     shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
     captured: dict[str, Any] = {}
-    from ..loops.lower import LOWERINGS
 
     def cap_mean(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
         captured["x"] = ins[0]
