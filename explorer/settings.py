@@ -33,8 +33,34 @@ Environment:
                                  default max(M/2, 4 GiB): a model that needs more fails naming it
     PRISM_WORKER_MAX_MEMORY_KB   a pool process whose resident memory exceeds this after a task is
                                  replaced (Celery's worker_max_memory_per_child), default M/4 in KiB
+    PRISM_COMPILE_IN_CHILD       1 (default): each compilation is compiled in a child process of the pool
+                                 process (compiler/isolated_compile.py), its events streamed as they come;
+                                 a crash, rlimit hit or SIGKILL there fails that compilation only; 0: in
+                                 the pool process itself
+    PRISM_COMPILE_MAX_ADDRESS_SPACE_BYTES, PRISM_COMPILE_MAX_CPU_S  that child's RLIMIT_AS, default
+                                 max(M/2, 4 GiB), and RLIMIT_CPU, default 1800 s, read by the compiler
+    PRISM_WORKER_MEMORY_CAP_BYTES  the most memory the concurrent compilations of one worker (Celery node)
+                                 may reserve together, default 3M/4; a compilation reserves an estimate
+                                 (below) before it starts and waits for room, or is refused naming both sizes
+    PRISM_COMPILE_BASE_BYTES, PRISM_COMPILE_BYTES_PER_MODEL_BYTE  that estimate: base (default 640 MiB: the
+                                 compiling and the measuring child with onnx, LLVM and ONNX Runtime) plus
+                                 this many times the model file (default 6), raised by the arena once planned
+    PRISM_WORKER_MEMORY_WAIT_S   longest wait for room under the cap, default 120 s; then refused
+    PRISM_INSPECT_IN_PROCESS_MAX_BYTES  the web server reads a model file larger than this (at upload and
+                                 for each compile request) in a child process, default 4 MiB
+    PRISM_INSPECT_MAX_ADDRESS_SPACE_BYTES, PRISM_INSPECT_TIME_LIMIT_S  that child's RLIMIT_AS, default
+                                 max(M/8, 2 GiB), and time limit, default 120 s: a model that needs more
+                                 is refused naming the limit
+    PRISM_INSPECT_CONCURRENCY    most such children at once per web process, default 2 (a request that
+                                 waits longer than the time limit for one is 503 with Retry-After)
     PRISM_COMPILE_QUEUE          Celery queue of compilations, default prism.compile
     PRISM_TARGET_QUEUES          per-target queues: "aarch64=prism.compile.aarch64,..."
+    PRISM_TUNE_QUEUE_PREFIX      tuning measurements of target T go to the Celery queue "<prefix>.T"; a worker
+                                 measures for T when started with -Q <prefix>.T; default prism.tune
+    PRISM_TUNE_MAX_BUDGET_S      the largest tune_budget_s a request may ask for, seconds, default 3600
+    PRISM_TUNE_BATCH_TIMEOUT_S   a measurement batch not back after this many seconds is dropped (its
+                                 candidates count as failed measurements), default 120
+    PRISM_TUNE_MAX_BATCH         most candidates in one measurement task, default 16
     PRISM_SIGNUP_ENABLED         1 (default): anyone may create an account (POST /api/auth/signup); 0: only
                                  an admin creates accounts (manage.py createsuperuser, /admin/)
     PRISM_REQUIRE_SIGN_IN        0 (default): anonymous users may upload and compile; 1: sign-in required
@@ -42,6 +68,9 @@ Environment:
     PRISM_COMMENT_MAX_BYTES      largest comment or review body (UTF-8 bytes), default 65536 (64 KiB)
     PRISM_UPLOAD_RATE, PRISM_COMPILE_RATE  uploads / compilation requests per client (user, else address),
                                  default 30/min each; over it: 429 with Retry-After
+    PRISM_COMMENT_RATE           comment and review writes per signed-in user, default 30/min (429)
+    PRISM_WS_CONNECT_RATE        WebSocket connections per client, default 120/min; over it the socket
+                                 closes with 4429 and the reason says when to retry
     PRISM_NUM_PROXIES            reverse proxies in front whose X-Forwarded-For is trusted, default 0
     PRISM_TRUSTED_ORIGINS        other origins whose pages may send state-changing requests (comma
                                  separated, e.g. https://prism.example.com); default none
@@ -225,10 +254,30 @@ PRISM_TARGET_QUEUES = dict(
     item.split("=", 1) for item in os.environ.get("PRISM_TARGET_QUEUES", "").split(",") if "=" in item
 )
 
+# Tuning (issue 16): measurement batches of a tuning compilation go to one queue per target, served by
+# any number of workers (services/tuning_queue.py); a tuning run's time limits grow by its budget.
+PRISM_TUNE_QUEUE_PREFIX = os.environ.get("PRISM_TUNE_QUEUE_PREFIX", "").strip() or "prism.tune"
+PRISM_TUNE_MAX_BUDGET_S = _env_int("PRISM_TUNE_MAX_BUDGET_S", 3600)
+PRISM_TUNE_BATCH_TIMEOUT_S = _env_float("PRISM_TUNE_BATCH_TIMEOUT_S", 120.0)
+PRISM_TUNE_MAX_BATCH = _env_int("PRISM_TUNE_MAX_BATCH", 16)
+
 _MEMORY = machine_memory_bytes()
 PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES = _env_int("PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES",
                                                 max(_MEMORY // 2, 4 << 30))
 PRISM_WORKER_MAX_MEMORY_KB = _env_int("PRISM_WORKER_MAX_MEMORY_KB", _MEMORY // 4 // 1024)
+# The compile itself runs in a child of the pool process (compilations/services/runs.py), and the concurrent
+# compilations of one worker reserve their memory under one cap (compilations/services/memory_cap.py).
+PRISM_COMPILE_IN_CHILD = _env_int("PRISM_COMPILE_IN_CHILD", 1) != 0
+PRISM_WORKER_MEMORY_CAP_BYTES = _env_int("PRISM_WORKER_MEMORY_CAP_BYTES", _MEMORY // 4 * 3)
+PRISM_COMPILE_BASE_BYTES = _env_int("PRISM_COMPILE_BASE_BYTES", 640 << 20)
+PRISM_COMPILE_BYTES_PER_MODEL_BYTE = _env_float("PRISM_COMPILE_BYTES_PER_MODEL_BYTE", 6.0)
+PRISM_WORKER_MEMORY_WAIT_S = _env_float("PRISM_WORKER_MEMORY_WAIT_S", 120.0)
+# The web server reads models larger than this in a child process under these limits
+# (compilations/services/reading.py), so that its own memory does not grow with the model.
+PRISM_INSPECT_IN_PROCESS_MAX_BYTES = _env_int("PRISM_INSPECT_IN_PROCESS_MAX_BYTES", 4 << 20)
+PRISM_INSPECT_MAX_ADDRESS_SPACE_BYTES = _env_int("PRISM_INSPECT_MAX_ADDRESS_SPACE_BYTES", max(_MEMORY // 8, 2 << 30))
+PRISM_INSPECT_TIME_LIMIT_S = _env_float("PRISM_INSPECT_TIME_LIMIT_S", 120.0)
+PRISM_INSPECT_CONCURRENCY = _env_int("PRISM_INSPECT_CONCURRENCY", 2)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = PRISM_WORKER_MAX_MEMORY_KB  # KiB, checked after each task
@@ -273,6 +322,9 @@ PRISM_COMMENT_MAX_BYTES = _env_int("PRISM_COMMENT_MAX_BYTES", 64 * 1024)
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("PRISM_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 PRISM_UPLOAD_RATE = os.environ.get("PRISM_UPLOAD_RATE", "").strip() or "30/min"
 PRISM_COMPILE_RATE = os.environ.get("PRISM_COMPILE_RATE", "").strip() or "30/min"
+PRISM_COMMENT_RATE = os.environ.get("PRISM_COMMENT_RATE", "").strip() or "30/min"
+# A page follows a compilation on two sockets (events, comments) and reconnects with back-off.
+PRISM_WS_CONNECT_RATE = os.environ.get("PRISM_WS_CONNECT_RATE", "").strip() or "120/min"
 PRISM_RETENTION_DAYS = _env_int("PRISM_RETENTION_DAYS", 0)
 # The built app loads only its own scripts and styles (CodeMirror adds <style> elements: 'unsafe-inline'
 # for styles only), talks to this server over HTTP and WebSocket ({host}: the request's host, as

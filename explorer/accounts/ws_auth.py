@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from rest_framework.authtoken.models import Token
 
 
 @database_sync_to_async
 def _token_user(key: str):
-    from rest_framework.authtoken.models import Token
-
     token = Token.objects.select_related("user").filter(key=key).first()
     return token.user if token is not None and token.user.is_active else None
 
@@ -26,8 +26,6 @@ class TokenAuthMiddleware:
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         keyword, _, key = header.partition(" ")
         if keyword == "Token" and key.strip():
-            from django.contrib.auth.models import AnonymousUser
-
             user = await _token_user(key.strip())
             scope = {**scope, "user": user or AnonymousUser()}
         return await self.app(scope, receive, send)

@@ -34,6 +34,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from compiler.events import TERMINAL_EVENT_TYPES
 from explorer.compilations import messages, selectors
 from explorer.compilations.models import Compilation
+from explorer.web.security import refuse_flood
 
 POLL_S = 2.0
 REPLAY_BATCH = 200
@@ -52,6 +53,8 @@ class CompilationEventsConsumer(AsyncWebsocketConsumer):
         self.poller: asyncio.Task | None = None
         self.group = messages.group_name(self.compilation_id)
         await self.accept()
+        if await refuse_flood(self):
+            return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             after = int(query.get("after", ["-1"])[0])

@@ -6,7 +6,8 @@ Channel layer (worker -> consumers of a compilation's group):
 WebSocket (server -> browser): each text frame is one event, `{"seq","type","ts",...payload}`,
 exactly as stored (types and payloads: `compiler.events.schema`); after the terminal event
 (`compiler.events.TERMINAL_EVENT_TYPES`) the server closes with code 1000.
-WebSocket close codes: 4400 bad `after` parameter, 4404 unknown compilation, 4413 the next event
+WebSocket close codes: 4400 bad `after` parameter, 4404 unknown compilation, 4429 too many connections
+from this client (`PRISM_WS_CONNECT_RATE`; the reason says when to retry), 4413 the next event
 is larger than a WebSocket message may be (`WS_MESSAGE_MAX_BYTES`): the client reads the stored
 events from `GET /api/compilations/<id>/events?after=<last seq it holds>` (no size limit) and then
 reconnects after the last one it read.
@@ -18,6 +19,7 @@ EVENT_HANDLER = "compilation_event"  # Channels maps "compilation.event" to this
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4404
 CLOSE_EVENT_TOO_LARGE = 4413
+CLOSE_TOO_MANY_REQUESTS = 4429
 
 # The largest WebSocket message the server sends: daphne's --websocket-max-message-size default
 # (1 MiB), which autobahn applies to outgoing messages as well (it refuses to send a larger one and

@@ -107,6 +107,12 @@ class Compilation(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    tune_stop_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="when its owner asked to stop tuning (the search ends after its batch)")
+    tuning_workloads = models.JSONField(
+        default=list, blank=True, help_text="workload keys its kernels looked up in the tuning database")
+    tuning_stats = models.JSONField(
+        default=dict, blank=True, help_text='{"queue", "workers": {name: {batches, candidates, busy_s}}} of its tuning')
 
     class Meta:
         ordering = ["-created_at"]
@@ -142,3 +148,43 @@ class CompilationEvent(models.Model):
     def as_event(self) -> dict:
         """The event as the compiler emitted it and clients receive it."""
         return {**self.payload, "seq": self.seq, "type": self.type, "ts": self.ts}
+
+
+class TuningRecord(models.Model):
+    """One measured schedule of one workload (issue 16): the tuning database that every compilation
+    of every user reads (`services.tuning_db.DjangoTuningDatabase`).
+
+    A workload is a kernel signature (op kinds, shapes, dtypes, layout, attributes) on one machine
+    kind (target triple, CPU and its LLVM features); `workload_key` is the compiler's digest of it
+    (`compiler.tune.workload.workload_key`), so the best record of a workload on a machine kind is
+    the fastest row with its key, triple, CPU and features. `trace` is the schedule trace that
+    replays the candidate deterministically; `median_us` its measured median time of one call (µs)
+    at `threads`, `default_us` the default schedule's, measured in the same child. Provenance: the
+    compilation (and so the user) whose tuning found it, and the worker that measured it. The JSON
+    form (`as_record`) is the compiler's record format (`compiler.tune.database`)."""
+
+    workload_key = models.CharField(max_length=64, help_text="compiler.tune.workload.workload_key")
+    workload = models.JSONField(default=dict, help_text="workload_desc: op kinds, shapes, dtypes, layout, ...")
+    kernel = models.CharField(max_length=255, blank=True, help_text="the kernel's name in the model that found it")
+    target = models.CharField(max_length=64, help_text='the target name, e.g. "host"')
+    triple = models.CharField(max_length=128)
+    cpu = models.CharField(max_length=64, blank=True)
+    features = models.TextField(blank=True, help_text="LLVM feature string, e.g. +avx2,+fma")
+    trace = models.JSONField(help_text="the schedule trace: decision name -> int or str")
+    median_us = models.FloatField(help_text="measured median time of one call, µs")
+    default_us = models.FloatField(null=True, blank=True, help_text="the default schedule's median, µs")
+    trials = models.IntegerField(default=0, help_text="candidates measured for this workload in that run")
+    threads = models.IntegerField(null=True, blank=True, help_text="threads it was timed at")
+    compiler_version = models.CharField(max_length=64, blank=True)
+    compilation = models.ForeignKey(Compilation, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="tuning_records", help_text="whose tuning found it")
+    found_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="tuning_records", help_text="the owner of that compilation")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workload_key", "median_us"]
+        indexes = [models.Index(fields=["workload_key", "triple", "median_us"])]
+
+    def __str__(self) -> str:
+        return f"{self.kernel or 'kernel'} {self.workload_key[:12]} {self.median_us:.1f} us"

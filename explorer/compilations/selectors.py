@@ -16,8 +16,16 @@ from functools import lru_cache
 
 from django.db.models import Q
 
-from explorer.compilations.models import Compilation, CompilationEvent, ModelUpload, UploadedModel
-from explorer.compilations.visibility import Visibility, can_see, signed_in, visible_q
+import compiler
+from compiler import samples as compiler_samples
+from explorer.compilations.models import (
+    Compilation,
+    CompilationEvent,
+    ModelUpload,
+    TuningRecord,
+    UploadedModel,
+)
+from explorer.compilations.visibility import Visibility, can_see, circle, signed_in, visible_q
 
 EVENT_PAGE_MAX = 1000
 
@@ -168,6 +176,44 @@ def compilation_dict(comp: Compilation, requester, *, cached: bool | None = None
     return out
 
 
+def can_manage(requester, comp: Compilation, session_ids: Iterable[str] = ()) -> bool:
+    """True when `requester` may act on `comp` (stop its tuning): its owner or a member of the
+    owner's teams; for an anonymous compilation, the browser session that submitted it
+    (`session_ids`)."""
+    if comp.owner_id is None:
+        return comp.id in set(session_ids)
+    return comp.owner_id in circle(requester)
+
+
+def tuning_dict(comp: Compilation, requester, session_ids: Iterable[str] = ()) -> dict:
+    """API form of a compilation's tuning (from `compilation_for`): budget, stop state, who measured,
+    and the best record of each workload its kernels looked up, with where it came from: `this run`
+    (found by this compilation's tuning) or `database` (found before), `found_in` the finder's id
+    only when `requester` may see that compilation (a private one stays unnamed)."""
+    rows = (TuningRecord.objects.filter(workload_key__in=list(comp.tuning_workloads or []))
+            .select_related("compilation", "found_by").order_by("workload_key", "median_us", "created_at"))
+    records: dict[str, dict] = {}
+    for r in rows:
+        if r.workload_key in records:
+            continue
+        finder = r.compilation
+        visible = finder is not None and can_see(requester, finder.owner_id, finder.visibility)
+        records[r.workload_key] = {
+            "kernel": r.kernel, "median_us": r.median_us, "default_us": r.default_us, "trials": r.trials,
+            "threads": r.threads, "source": "this run" if r.compilation_id == comp.id else "database",
+            "found_in": r.compilation_id if visible else None,
+            "found_by": user_dict(r.found_by) if visible and r.found_by_id else None,
+            "created_at": r.created_at.isoformat(),
+        }
+    stats = comp.tuning_stats or {}
+    return {
+        "id": comp.id, "budget_s": comp.options.get("tune_budget_s"), "status": comp.status,
+        "stop_requested_at": comp.tune_stop_requested_at.isoformat() if comp.tune_stop_requested_at else None,
+        "can_stop": bool(comp.options.get("tune_budget_s")) and can_manage(requester, comp, session_ids),
+        "queue": stats.get("queue"), "workers": stats.get("workers", {}), "records": records,
+    }
+
+
 @lru_cache(maxsize=4)
 def _catalog(version: str) -> dict:
     import compiler  # thread-safe: tests/compiler/test_api_threads.py
@@ -181,16 +227,12 @@ def _catalog(version: str) -> dict:
 
 def catalog(kind: str) -> list[dict]:
     """`targets`, `passes` or `pipelines` as the compiler lists them (cached per compiler version)."""
-    import compiler
-
     return _catalog(str(compiler.__version__))[kind]
 
 
 def samples() -> list[dict]:
     """The compiler's sample models: name, `available` (already on this server, no download
     needed), input shapes, source, and the URL that registers it as a model."""
-    from compiler import samples as compiler_samples
-
     listed = compiler_samples.list_samples()
     return [
         {k: v for k, v in s.items() if k != "path"}

@@ -1,7 +1,11 @@
 """Celery worker hooks: every pool process of every worker reaps compilations left `running` by a
 lost worker, and the run folders (`prism-run-<pid>-*`) of killed processes, once when it starts and
 then every `PRISM_REAP_INTERVAL_S` seconds; it limits its own address space
-(`PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES`).
+(`PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES`) and writes a fatal error's report where the message of a
+lost compilation finds it (`services.fault_log`); and it measures the machine's roofline ceilings once
+(`compiler.runtime.ceilings.worker_ceilings` at all the CPUs it may use, the compilations' default
+thread count), which every compilation it times then carries in `model.timed`; and it starts the child
+that will compile its first compilation (`compiler.isolated_compile.prestart`).
 
 The reaper runs in the pool processes, not in the worker's main process, on purpose: the main
 process forks new pool processes (when one dies), and a SQLite connection open in a process at
@@ -18,7 +22,12 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 from django.conf import settings
 from django.db import connections
 
+from compiler import isolated_compile
+from compiler.runtime.ceilings import worker_ceilings
+from compiler.runtime.pool import available_threads
 from compiler.runtime.process import remove_stale_run_dirs
+from explorer.compilations.services import fault_log
+from explorer.compilations.services.reaper import reap_stale_compilations
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
@@ -38,8 +47,6 @@ def _retention_due() -> None:
 
 
 def _reap_forever() -> None:
-    from explorer.compilations.services.reaper import reap_stale_compilations
-
     while True:
         try:
             reaped = reap_stale_compilations()
@@ -47,6 +54,7 @@ def _reap_forever() -> None:
                 log.warning("reaped compilations left running by lost workers: %s", ", ".join(reaped))
             for folder in remove_stale_run_dirs():
                 log.warning("removed the run folder %s of a killed process", folder)
+            fault_log.remove_stale()
             _retention_due()
         except Exception:  # noqa: BLE001 - keep reaping; the next round may succeed
             log.exception("reaping stale compilations failed")
@@ -59,12 +67,18 @@ def _reap_forever() -> None:
 @worker_process_init.connect
 def start_reaper(**kwargs) -> None:
     limit_address_space()
+    fault_log.enable()
     threading.Thread(target=_reap_forever, name="prism-reaper", daemon=True).start()
+    # measured now, before the first compilation (whose run stage would otherwise measure on first use)
+    threading.Thread(target=worker_ceilings, args=(available_threads(),), name="prism-ceilings", daemon=True).start()
+    if settings.PRISM_COMPILE_IN_CHILD:
+        isolated_compile.prestart()  # the first compilation's child, started in the thread that runs tasks
 
 
 @worker_process_shutdown.connect
 def stop_reaper(**kwargs) -> None:
     _stop.set()
+    fault_log.disable()
 
 
 @worker_ready.connect

@@ -7,6 +7,7 @@ from django.conf import settings
 from explorer.compilations.models import Compilation
 from explorer.compilations.services.queue import TASK_NAME, dead_letter
 from explorer.compilations.services.runs import run_compilation, worker_name
+from explorer.compilations.services.tuning_queue import TUNE_TASK_NAME, measure_and_reply
 
 
 @shared_task(
@@ -38,4 +39,21 @@ def run_compilation_task(self, compilation_id: str) -> None:
         queue = (self.request.delivery_info or {}).get("routing_key") or ""
         dead_letter(compilation_id, self.request.id or "", queue, worker_name())
         raise Reject(f"no compilation {compilation_id} in stack {settings.PRISM_STACK}", requeue=False)
-    run_compilation(compilation_id, soft_limit_s=settings.PRISM_COMPILE_SOFT_TIME_LIMIT_S)
+    run_compilation(compilation_id, soft_limit_s=settings.PRISM_COMPILE_SOFT_TIME_LIMIT_S,
+                    node=self.request.hostname or "")
+
+
+@shared_task(
+    bind=True,
+    name=TUNE_TASK_NAME,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=settings.PRISM_TUNE_BATCH_TIMEOUT_S + 60,
+    soft_time_limit=None,
+    ignore_result=True,
+)
+def measure_batch_task(self, job_id: str, part_id: str, request: dict) -> None:
+    """Measure one batch of tuning candidates for tuning compilation `job_id` and reply on its list
+    (`services.tuning_queue`). Runs on a worker serving `prism.tune.<target>`; the candidates run in
+    an isolated child, so a crashing candidate costs the batch a new child, never this worker."""
+    measure_and_reply(job_id, part_id, request, worker=self.request.hostname or worker_name())

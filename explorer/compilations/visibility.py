@@ -14,6 +14,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from explorer.accounts.models import Membership
+
 
 class Visibility(models.TextChoices):
     PRIVATE = "private"
@@ -36,8 +38,6 @@ def circle(requester) -> set[int]:
         return set()
     cached = getattr(requester, "_prism_circle", None)
     if cached is None:
-        from explorer.accounts.models import Membership
-
         teams = Membership.objects.filter(user_id=requester.pk).values("team_id")
         cached = {requester.pk, *Membership.objects.filter(team_id__in=teams).values_list("user_id", flat=True)}
         requester._prism_circle = cached

@@ -25,6 +25,7 @@ from explorer.compilations import selectors as compilation_selectors
 from explorer.compilations.api.errors import error_response
 from explorer.compilations.visibility import signed_in
 from explorer.review import selectors, services
+from explorer.web.security import RateLimited
 
 
 class CommentRequest(serializers.Serializer):
@@ -86,7 +87,9 @@ def _lookup(request: Request, compilation_id: str, *, write: bool):
     return comp, None
 
 
-class CommentListView(APIView):
+class CommentListView(RateLimited, APIView):
+    throttle_scope = "comment"
+
     @extend_schema(responses={200: CommentList}, operation_id="comments_list")
     def get(self, request: Request, compilation_id: str) -> Response:
         """The compilation's threads, its own and those carried from earlier compilations of the
@@ -122,7 +125,9 @@ class CommentListView(APIView):
         return Response(selectors.View(request.user, comp).comment(comment), status=201)
 
 
-class CommentDetailView(APIView):
+class CommentDetailView(RateLimited, APIView):
+    throttle_scope = "comment"
+
     def _comment(self, request: Request, compilation_id: str, comment_id: int):
         comp, error = _lookup(request, compilation_id, write=True)
         if error:
@@ -160,7 +165,9 @@ class CommentDetailView(APIView):
         return Response(status=204)
 
 
-class ReviewListView(APIView):
+class ReviewListView(RateLimited, APIView):
+    throttle_scope = "comment"
+
     @extend_schema(responses=OpenApiTypes.OBJECT, operation_id="reviews_list")
     def get(self, request: Request, compilation_id: str) -> Response:
         """The reviews and the state: who approved, who requested changes (each reviewer's latest)."""

@@ -24,6 +24,7 @@ from explorer.compilations import messages
 from explorer.compilations import selectors as compilation_selectors
 from explorer.compilations.models import Compilation
 from explorer.review import selectors
+from explorer.web.security import refuse_flood
 
 POLL_S = 2.0
 
@@ -37,6 +38,8 @@ class CommentsConsumer(AsyncWebsocketConsumer):
         self.lock = asyncio.Lock()
         self.poller: asyncio.Task | None = None
         await self.accept()
+        if await refuse_flood(self):
+            return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             self.after = max(-1, int(query.get("after", ["-1"])[0]))

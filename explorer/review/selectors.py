@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from explorer.compilations import messages
 from explorer.compilations.models import Compilation
 from explorer.compilations.selectors import user_dict
 from explorer.compilations.visibility import signed_in, visible_q
@@ -147,8 +148,6 @@ def review_seq(comp: Compilation) -> int:
 def log_after(requester, comp: Compilation, after: int, limit: int = EVENT_BATCH) -> tuple[list[dict], int]:
     """The review-log entries with seq > after that concern `comp` and that the requester may see,
     as WebSocket messages, and the last seq read (`after` when none): `(messages, last_seq)`."""
-    from explorer.compilations import messages
-
     entries = list(ReviewEvent.objects.filter(model_id=comp.model_id, seq__gt=after).order_by("seq")[:limit])
     view = View(requester, comp)
     out = []

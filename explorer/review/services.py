@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from explorer.compilations import messages
 from explorer.compilations.models import Compilation, UploadedModel
+from explorer.compilations.services.events import _Sender
 from explorer.review import anchors
 from explorer.review.models import Comment, Review, ReviewEvent
 
@@ -62,8 +63,6 @@ def _log(comp: Compilation, type_: str, *, comment: Comment | None = None, revie
 
 def announce(model_sha256: str, seq: int) -> None:
     """A hint to the comment sockets of every compilation of this model: the log has `seq`."""
-    from explorer.compilations.services.events import _Sender
-
     try:
         _Sender.get().group_send(messages.review_group_name(model_sha256),
                                  {"type": messages.REVIEW_HINT_MESSAGE, "seq": seq})

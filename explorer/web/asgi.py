@@ -6,6 +6,9 @@ import tempfile
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 
+from explorer.compilations.services.uploads import too_large_message
+from explorer.web import bounded
+
 
 class BodyLimit:
     """Answer 413 at once to an HTTP request whose Content-Length is over the upload limit
@@ -14,6 +17,10 @@ class BodyLimit:
     A request without Content-Length (a chunked body: `curl -F model=@/dev/null`, a streamed upload)
     is read here, up to the same limit, and handed on with its Content-Length: Django parses a form
     or multipart body only as far as Content-Length says, so it would otherwise see no fields at all.
+
+    Under daphne a body of 100 kB or more arrives by reference (`explorer.web.bounded`: its
+    `X-Prism-Spooled-Body` token names the file daphne spooled it to) and is handed to Django from
+    that file, 1 MiB a message as Django reads it.
     """
 
     def __init__(self, app) -> None:
@@ -24,6 +31,19 @@ class BodyLimit:
             headers = dict(scope.get("headers") or [])
             limit = int(settings.PRISM_MAX_UPLOAD_BYTES) + 64 * 1024
             length = headers.get(b"content-length")
+            token = headers.get(bounded.SPOOLED_HEADER)
+            spooled = bounded.take_spooled(token.decode("latin-1")) if token else None
+            if token is not None:
+                kept = [(k, v) for k, v in scope.get("headers") or [] if k != bounded.SPOOLED_HEADER]
+                scope = {**scope, "headers": kept}
+            if spooled is not None:
+                body, size = spooled
+                try:
+                    if length is None:
+                        scope = {**scope, "headers": [*scope["headers"], (b"content-length", str(size).encode())]}
+                    return await self.app(scope, _replay(body, size, _after_body(receive)), send)
+                finally:
+                    body.close()
             if length is None:
                 try:
                     buffered = await _read_body(receive, limit)
@@ -65,6 +85,19 @@ async def _read_body(receive, limit: int):
             return body, size
 
 
+def _after_body(receive):
+    """`receive` without daphne's own (empty) body message of a request whose body was spooled:
+    what comes after the body (the client's disconnect)."""
+
+    async def rest():
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+
+    return rest
+
+
 def _replay(body, size: int, receive):
     """An ASGI `receive` that hands out `body` (`size` bytes) again, 1 MiB a message, then defers to
     `receive` (for the client's disconnect)."""
@@ -86,8 +119,6 @@ def _replay(body, size: int, receive):
 
 
 async def _too_large(send, size: int | None) -> None:
-    from explorer.compilations.services.uploads import too_large_message
-
     body = json.dumps({"error": too_large_message(size)}).encode()
     await send({"type": "http.response.start", "status": 413,
                 "headers": [(b"content-type", b"application/json"),

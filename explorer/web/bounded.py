@@ -13,22 +13,40 @@ sends waits for bytes that never come. `BoundedRequest`, the request class daphn
   is closed once it has ended or `LINGER_S` seconds later (closing at once would reset a connection
   whose client is still sending, and it might never read the answer);
 - never parses form bodies (Django parses them, streaming multipart parts to disk);
-- spools bodies of 100 kB or more to a temporary file, as twisted does.
+- spools bodies of 100 kB or more to a temporary file, as twisted does, and hands that file to the
+  application by reference: daphne itself would read the whole file into its queue to the application
+  at once (8 KiB messages, all queued before the application reads the first: a 150 MiB upload held
+  in the web server's memory), so the request instead carries an `X-Prism-Spooled-Body` header with a
+  random token (one a client sends is removed first), and `explorer.web.asgi.BodyLimit` takes the file
+  from `take_spooled` and feeds it to Django 1 MiB a message as Django reads (to its own temporary
+  file, then the multipart parser to the upload's temporary file: the body is never in memory whole).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
-from typing import Any
+import secrets
+from typing import IO, Any
 
 from daphne import http_protocol
 from django.conf import settings
+
+from explorer.compilations.services.uploads import too_large_message
 
 log = logging.getLogger(__name__)
 
 LINGER_S = 5.0
 FRAMING = 64 * 1024  # multipart boundaries and part headers around the file
+SPOOLED_HEADER = b"x-prism-spooled-body"
+_spooled: dict[str, tuple[IO[bytes], int]] = {}  # token -> (body file at offset 0, size in bytes)
+
+
+def take_spooled(token: str) -> tuple[IO[bytes], int] | None:
+    """The spooled body `(file at offset 0, size)` a request's `X-Prism-Spooled-Body` token names,
+    now the caller's to read and close; None for a token this process did not hand out (or gave)."""
+    return _spooled.pop(token, None)
 
 
 def body_limit() -> int:
@@ -84,13 +102,24 @@ class BoundedRequest(http_protocol.WebRequest):
         if self.refused:  # the whole (dropped) body has arrived: the answer is out, close now
             self.channel.transport.loseConnection()
             return
+        self.requestHeaders.removeHeader(SPOOLED_HEADER)  # only this server names a spooled body
+        if self.content is not None and not isinstance(self.content, io.BytesIO):  # spooled to a file
+            self._token = secrets.token_hex(16)
+            self.content.seek(0, 0)
+            _spooled[self._token] = (self.content, self._received)
+            self.requestHeaders.setRawHeaders(SPOOLED_HEADER, [self._token.encode()])
+            self.content = io.BytesIO()  # what daphne reads and queues: nothing
         super().requestReceived(command, path, version)
+
+    def connectionLost(self, reason: Any) -> None:
+        entry = _spooled.pop(getattr(self, "_token", ""), None)  # the application never took it
+        if entry is not None:
+            entry[0].close()
+        super().connectionLost(reason)
 
     def _refuse(self, size: int | None) -> None:
         # the reactor daphne installed (asyncio): importing it at module level would install the default one
         from twisted.internet import reactor
-
-        from explorer.compilations.services.uploads import too_large_message
 
         self.refused = True
         old = getattr(self, "content", None)

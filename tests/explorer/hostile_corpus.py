@@ -25,7 +25,11 @@ F, I32, I64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
 MIB = 1 << 20
 #: the corpus stack's limits (environment of its web server and worker)
 STACK_LIMITS = {"PRISM_MAX_UPLOAD_BYTES": str(8 * MIB), "PRISM_MAX_INPUT_BYTES": str(16 * MIB),
-                "PRISM_MAX_ARENA_BYTES": str(64 * MIB), "PRISM_MAX_CONSTANT_BYTES": str(4 * MIB)}
+                "PRISM_MAX_ARENA_BYTES": str(64 * MIB), "PRISM_MAX_CONSTANT_BYTES": str(4 * MIB),
+                # the worker's memory cap: two compilations of small models fit at once, one of a 7.5 MiB
+                # file does not fit at all (its estimate: the base plus 200 times the file)
+                "PRISM_WORKER_MEMORY_CAP_BYTES": str(2048 * MIB), "PRISM_COMPILE_BASE_BYTES": str(640 * MIB),
+                "PRISM_COMPILE_BYTES_PER_MODEL_BYTE": "200"}
 
 
 @dataclass
@@ -224,7 +228,21 @@ def _absurd_sizes(rnd: np.random.Generator, valid: bytes) -> list[Case]:
              upload=None, stage="run", message="the constants ("),
         Case("unbound-symbolic-dim", model([node("Relu", ["x"], ["y"])], [vi("x", F, ["batch", 4])], [vi("y", F, None)]),
              request=(400, "batch")),
+        _over_the_memory_cap(),
     ]
+
+
+def _over_the_memory_cap() -> Case:
+    """A 7.5 MiB model whose compilation's memory estimate alone is over the worker's cap
+    (`STACK_LIMITS`): refused before the compiler starts, naming both sizes and the setting."""
+    n = 15 * MIB // 8
+    data = model([node("Add", ["x", "w"], ["y"])], [vi("x", F, [n])], [vi("y", F, [n])], [const("w", np.ones(n, np.float32))])
+    need = int(int(STACK_LIMITS["PRISM_COMPILE_BASE_BYTES"]) + float(STACK_LIMITS["PRISM_COMPILE_BYTES_PER_MODEL_BYTE"])
+               * len(data))
+    cap = int(STACK_LIMITS["PRISM_WORKER_MEMORY_CAP_BYTES"])
+    return Case("over-the-worker-memory-cap", data, stage="request", exact=True,
+                message=f"this compilation needs an estimated {need} bytes of memory, over the worker's memory cap of "
+                        f"{cap} bytes (PRISM_WORKER_MEMORY_CAP_BYTES)")
 
 
 def _edge_cases(rnd: np.random.Generator, valid: bytes) -> list[Case]:
@@ -239,8 +257,9 @@ def _edge_cases(rnd: np.random.Generator, valid: bytes) -> list[Case]:
                                [const("n", np.array([np.inf, -np.inf, 1, np.inf], np.float32))]),
              verified=True, says="outputs match ONNX Runtime"),
         Case("int-division-by-zero", model([node("Div", ["a", "b"], ["y"])], [vi("a", I32, [4]), vi("b", I32, [4])],
-                                           [vi("y", I32, [4])]),
-             verified=None, says="not verified: ONNX Runtime failed ("),
+                                           [vi("y", I32, [4])]),  # integer inputs are zeros: 0 / 0
+             stage="run", message="div (Div): integer division by zero (i32; undefined in the ONNX spec, ONNX "
+                                  "Runtime stops with 'Integer division by zero')", exact=True),
         Case("int-min-mod-minus-one", model([node("Add", ["x", "m"], ["a"], "add"), node("Sub", ["x", "one"], ["b"], "sub"),
                                              node("Mod", ["a", "b"], ["y"], "mod")],
                                             [vi("x", I32, [4])], [vi("y", I32, [4])],
@@ -269,6 +288,12 @@ def _indices(rnd: np.random.Generator, valid: bytes) -> list[Case]:
                                                             [const("i", np.array([[1, 3]], np.int64)),
                                                              const("u", np.ones(1, np.float32))]),
              stage="shape", message="scatternd (ScatterND): indices[0, 1] = 3 is out of range for axis 1 of size 3"),
+        Case("gather-computed-index-out-of-range", model([node("Add", ["i", "k"], ["j"], "add"),
+                                                          node("Gather", ["d", "j"], ["y"], "gather")],
+                                                         [vi("d", F, [4, 2]), vi("i", I64, [2])], [vi("y", F, None)],
+                                                         [const("k", np.array([1, 4], np.int64))]),
+             stage="run", message="gather (Gather): an index computed in the model is out of range for axis 0 of size 4 "
+                                  "(valid: -4 to 3)", exact=True),
         Case("gather-negative-index-in-range", model([node("Gather", ["d", "i"], ["y"])], [vi("d", F, [4, 2])],
                                                      [vi("y", F, None)], [const("i", np.array([-4, 3], np.int64))]),
              verified=True, says="outputs match ONNX Runtime"),

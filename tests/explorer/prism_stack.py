@@ -12,15 +12,18 @@ import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
@@ -37,6 +40,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_TEMPLATE: list[Path] = []  # this process's migrated empty SQLite database, made by the first Stack
+
+
+def _migrate(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env,
+                   check=True, timeout=120)
+
+
+def _copy_migrated_sqlite(dest: Path) -> None:
+    """Makes ``dest`` an empty SQLite database with every migration applied: a copy (sqlite3's backup
+    API, which also carries what a WAL file holds) of one ``manage.py migrate`` run once per test
+    process into a template. Each migrate is a Django start (5-20 s on a loaded 2-core machine) and
+    about a dozen stacks start in a full run. The template holds the schema only: no rows stacks share."""
+    if not _TEMPLATE:
+        tmp = Path(tempfile.mkdtemp(prefix="prism-stack-template-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        path = tmp / "migrated.sqlite3"
+        _migrate({**os.environ, "DJANGO_SETTINGS_MODULE": "explorer.settings", "DATABASE_URL": f"sqlite:///{path}",
+                  "PRISM_VAR_DIR": str(tmp / "var"), "PYTHONPATH": str(REPO)})
+        _TEMPLATE.append(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(_TEMPLATE[0])) as src, closing(sqlite3.connect(dest)) as dst:
+        src.backup(dst)
 
 
 class Stack:
@@ -66,10 +94,11 @@ class Stack:
         self.resumes = 0  # WebSocket connections ws_events resumed after a drop
         self.url = ""
         atexit.register(self.close)  # even if pytest dies before the fixture's finalizer
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=REPO, env=self.env, check=True, timeout=120,
-        )
+        db = self.env["DATABASE_URL"]
+        if db.startswith("sqlite:///"):
+            _copy_migrated_sqlite(Path(db.removeprefix("sqlite:///")))
+        else:
+            _migrate(self.env)
 
     @property
     def queue(self) -> str:
@@ -133,14 +162,16 @@ class Stack:
             time.sleep(0.3)
         raise RuntimeError(f"web server {name} did not start:\n{self.log(name)[-3000:]}")
 
-    def start_worker(self, name: str, concurrency: int = 1, **env: str) -> subprocess.Popen:
-        """A Celery prefork worker serving this stack's queue (`env` overrides its environment);
-        returns once it is ready."""
+    def start_worker(self, name: str, concurrency: int = 1, queues: str | None = None, app: str = "explorer",
+                     **env: str) -> subprocess.Popen:
+        """A Celery prefork worker serving this stack's queue, or `queues` (comma separated, e.g.
+        `prism.tune.host` for a tuning measurement worker), `env` overriding its environment;
+        returns once it is ready. `app`: the Celery app module (a test's wrapper of explorer's)."""
         start = len(self.log(name))
         proc = self._spawn(name, [
-            sys.executable, "-m", "celery", "-A", "explorer", "worker", "-l", "info", "-P", "prefork",
+            sys.executable, "-m", "celery", "-A", app, "worker", "-l", "info", "-P", "prefork",
             "-c", str(concurrency), "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
-            "-Q", self.queue, "--without-gossip", "--without-mingle",
+            "-Q", queues or self.queue, "--without-gossip", "--without-mingle",
             "--without-heartbeat",
         ], env)
         deadline = time.monotonic() + 90

@@ -28,9 +28,14 @@ from django.test import Client
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from compiler import standalone
+from compiler.tune.database import make_record
+from compiler.tune.tasks import compile_graph, extract_tasks
 from explorer.compilations.models import Compilation
 from explorer.compilations.services import uploads
 from explorer.compilations.services.runs import run_compilation
+from explorer.compilations.services.tuning_db import DjangoTuningDatabase
+from tests.compiler.tune.models import conv_tail
 
 pytestmark = pytest.mark.timeout(600)
 REPO = Path(__file__).resolve().parents[2]
@@ -134,6 +139,11 @@ def test_every_listed_artifact_opens_with_its_own_loader(client, var_dir, tmp_pa
     out = np.zeros_like(x)
     fn(x.ctypes.data, out.ctypes.data)  # def fused_...(in0, out0): the kernel's loop IR signature
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)
+    # the whole model through its documented entry point: int prism_run(inputs, outputs)
+    lib.prism_run.argtypes, lib.prism_run.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+    whole = np.full_like(x, np.nan)
+    assert lib.prism_run((ctypes.c_void_p * 1)(x.ctypes.data), (ctypes.c_void_p * 1)(whole.ctypes.data)) == 0
+    np.testing.assert_allclose(whole, expected, rtol=1e-6, atol=1e-7)
 
     obj = _get(client, comp, "module.o").content
     assert obj[:4] == b"\x7fELF" and int.from_bytes(obj[18:20], "little") == ELF_MACHINE["host"]
@@ -320,3 +330,28 @@ def test_the_shared_object_of_parallel_kernels_loads_alone(client, var_dir, tmp_
     out = np.zeros_like(x)
     fn(x.ctypes.data, out.ctypes.data)
     np.testing.assert_array_equal(out, ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+@pytest.mark.django_db
+def test_the_shared_object_of_a_tuned_compilation_holds_its_tuned_kernels(client, var_dir, tmp_path):
+    """module.so is rebuilt at download time: with the schedules the compilation's kernel.lowered events
+    recorded (compiler.tune.recorded), not the defaults, so it holds the kernels the compilation timed."""
+
+    model = conv_tail()
+    g, target = compile_graph(model)
+    tasks, _ = extract_tasks(g, target)
+    DjangoTuningDatabase().add(make_record(tasks[0].workload, tasks[0].desc, target,
+                                           {"tile": "4x3", "block_rows": 4, "grain_us": "serial"}, 50.0, 60.0, trials=4, threads=1))
+    onnx.save(model, tmp_path / "conv-tail.onnx")
+    comp = _compiled(tmp_path / "conv-tail.onnx")
+    assert comp.status == "succeeded", comp.error
+    kernels = {k["kernel"]: k for k in _get(client, comp, "report.json").json()["kernels"]}
+    tuned = kernels[tasks[0].kernel]
+    assert tuned.get("schedule_source") == "tuned", tuned.get("schedule_source")
+    so = tmp_path / "tuned.so"
+    so.write_bytes(_get(client, comp, "module.so").content)
+    lib = ctypes.CDLL(str(so))
+    for k in kernels.values():
+        assert hasattr(lib, k["symbol"]), k["kernel"]  # every kernel the compilation compiled, the tuned one too
+    default = standalone.program_for(str(tmp_path / "conv-tail.onnx"), target="host", pipeline="O2")
+    assert tuned["symbol"] not in {c["symbol"] for c in default.calls}  # which the default schedules do not build

@@ -12,11 +12,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_compose_has_the_four_services_wired_together():
+def test_compose_has_the_five_services_wired_together():
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"web", "worker", "redis", "postgres"}
-    for name in ("web", "worker"):
+    assert set(services) == {"web", "worker", "tuner", "redis", "postgres"}
+    for name in ("web", "worker", "tuner"):
         svc = services[name]
         env = svc["environment"]
         assert env["DATABASE_URL"].startswith("postgres://") and "@postgres:" in env["DATABASE_URL"]
@@ -24,6 +24,7 @@ def test_compose_has_the_four_services_wired_together():
         assert "models:/data" in svc["volumes"]  # workers read the uploaded files
         assert set(svc["depends_on"]) <= set(services)
     assert "celery" in " ".join(services["worker"]["command"])
+    assert "-Q prism.tune.host" in " ".join(services["tuner"]["command"])  # tuning measurements (issue 16)
     assert "daphne" in " ".join(services["web"]["command"])
     assert set(compose["volumes"]) == {"pgdata", "redisdata", "models"}
 

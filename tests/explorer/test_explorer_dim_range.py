@@ -39,6 +39,7 @@ def test_bad_ranges_are_400s_naming_the_dim(client, model_id, body, needle):
     assert r.status_code == 400
     err = r.json()["error"]
     assert needle in err and "\n" not in err
+    assert "--" not in err  # the form's user is not told the command line's options (issue 13)
 
 
 @pytest.mark.django_db

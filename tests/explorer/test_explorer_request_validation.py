@@ -85,6 +85,26 @@ def test_an_unknown_pass_names_the_valid_ones_with_the_compilers_fields(client, 
     assert "fold-constants" in body["error"] and "message" not in body
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(("pipeline", "pass_name", "words"), [
+    ("quantize{dtype=int4}", "quantize", "option 'dtype' = int4 is not one of: int8, bf16, fp16"),
+    ("O2,quantize{calibration=kl}", "quantize", "option 'calibration' = kl is not one of: minmax, percentile, entropy"),
+    ("fuse-ops{max-group-size=0}", "fuse-ops", "option 'max-group-size' = 0 must be at least 1"),
+    ("plan-memory{alignment=48}", "plan-memory", "option 'alignment' = 48 must be a power of two"),
+])
+def test_a_bad_option_value_is_a_400_at_both_endpoints_not_a_failure_on_the_worker(client, model_id, pipeline,
+                                                                                    pass_name, words):
+    from explorer.compilations.models import Compilation
+
+    before = Compilation.objects.count()
+    for url in ("/api/pipelines/validate", "/api/compilations"):
+        status, body = post(client, url, {"model": model_id, "pipeline": pipeline})
+        assert status == 400, (url, body)
+        assert body["error"] == f"pass {pass_name!r}: {words}" and body["pass"] == pass_name
+        assert body["stage"] == "request"
+    assert Compilation.objects.count() == before
+
+
 def test_a_missing_pipeline_says_what_is_expected(client):
     status, body = post(client, "/api/pipelines/validate", {})
     assert status == 400 and body["error"].startswith(f"pipeline: required: text: a preset name {PRESETS}")
@@ -141,3 +161,26 @@ def test_the_schema_documents_the_error_shape(client):
     validate = schema["paths"]["/api/pipelines/validate"]["post"]
     assert validate["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorOut")
     assert "/api/" not in schema["paths"] and all(schema["paths"].values())  # the catch-all is no endpoint
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("extra", "field", "words"), [
+    ({"input_shapes": {"data_0": [100000000, 3, 224, 224]}}, "input_shapes", "but input_shapes gives 100000000"),
+    ({"input_shapes": {"data_0": ["N", 3, 224, 224]}}, "input_shapes", "neither an integer nor a dim with a range"),
+    ({"input_shapes": {"data": [1, 3, 224, 224]}}, "input_shapes", "not a model input"),
+    ({"dim_ranges": {"N": [1, 4]}}, "dim_ranges", "no input shape names 'N'"),
+    ({"input_shapes": {"data_0": ["N", 3, 224, 224]}, "dim_ranges": {"N": [3, 1]}}, "dim_ranges", "minimum is above"),
+    ({"pipeline": "O2,bogus-pass"}, "pipeline", "unknown pass 'bogus-pass'"),
+    ({"pipeline": "O2,fuse-ops{max-group-size=banana}"}, "pipeline", "banana"),
+    ({"target": "no-such-target"}, "target", "unknown target"),
+    ({"options": {"threads": 0}}, "threads", "positive integer"),
+    ({"options": {"calibration": "ab" * 32}}, "calibration", "upload the .npz first"),
+    ({"options": {"bogus": True}}, "options", "unknown option 'bogus'"),
+    ({"tune_budget_s": -1}, "tune_budget_s", "tune_budget_s"),
+])
+def test_a_refused_compilation_names_the_field_it_concerns(client, model_id, extra, field, words):
+    """The 400's `field` (a refusal by the services or the compiler) or its `detail`'s one key (the
+    request did not validate) says which request field to fix: the start page shows the message there."""
+    status, body = post(client, "/api/compilations", {"model": model_id, "pipeline": "O1", **extra})
+    assert status == 400 and words in body["error"], body
+    assert body.get("field", next(iter(body.get("detail", {})), None)) == field, body

@@ -19,6 +19,7 @@ from rest_framework.authtoken.models import Token
 from review_fixtures import compilation, model
 
 from explorer.compilations.models import Compilation, CompilationEvent, UploadedModel
+from explorer.compilations.services import artifacts
 from explorer.compilations.services.retention import prune
 from explorer.review.models import Comment
 
@@ -155,7 +156,10 @@ def test_the_owner_deletes_a_compilation_with_everything_it_holds(user):
     running = _running(compilation(owner=user, the_model=m, cache_key="k2"))
     r = owner.delete(f"/api/compilations/{running.id}")
     assert r.status_code == 409 and "is running" in r.json()["error"]
+    artifacts.folder(comp.id).mkdir(parents=True, exist_ok=True)
+    (artifacts.folder(comp.id) / "model.onnx").write_bytes(b"x")
     assert owner.delete(f"/api/compilations/{comp.id}").status_code == 204
+    assert not artifacts.folder(comp.id).exists()
     assert not Compilation.objects.filter(pk=comp.id).exists()
     assert not CompilationEvent.objects.filter(compilation_id=comp.id).exists()
     assert not Comment.objects.filter(compilation_id=comp.id).exists()
@@ -183,9 +187,14 @@ def test_retention_deletes_old_finished_compilations_and_unused_models(db, setti
     Compilation.objects.filter(pk__in=[old.id, old_running.id]).update(created_at=long_ago)
     UploadedModel.objects.filter(pk__in=[old_model.pk, kept_model.pk]).update(created_at=long_ago)
     old_model.uploads.update(created_at=long_ago)
+    made = {c: artifacts.folder(c) for c in (old.id, recent.id, "gone0orphan")}  # the last: no compilation
+    for d in made.values():
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "model.onnx").write_bytes(b"x")
     counts = prune(30)
-    assert counts["compilations"] == 1 and counts["models"] == 1, counts
+    assert counts["compilations"] == 1 and counts["models"] == 1 and counts["artifacts"] == 1, counts
     assert set(Compilation.objects.values_list("id", flat=True)) == {old_running.id, recent.id}
+    assert not made[old.id].exists() and not made["gone0orphan"].exists() and made[recent.id].is_dir()
     assert not Path(old_model.file.path).exists() and Path(kept_model.file.path).exists()
     settings.PRISM_RETENTION_DAYS = 0
     call_command("prune")  # off: deletes nothing

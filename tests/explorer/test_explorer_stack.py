@@ -16,7 +16,7 @@ import onnx
 import pytest
 from prism_stack import TERMINAL, Stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 PIPELINE = os.environ.get("PRISM_TEST_PIPELINE", "O2")
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"

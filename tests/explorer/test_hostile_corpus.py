@@ -13,7 +13,7 @@ import pytest
 from hostile_corpus import STACK_LIMITS, Case, cases, relu
 from prism_stack import Stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 CASES = cases()
 

@@ -1,6 +1,7 @@
 """Chaos against a real stack (issue 17 item 8): the pool process SIGKILLed in each stage of a
 compilation, the child that runs generated code SIGKILLed, the web server restarted while a client
-streams, Redis cut and restored while a compilation runs and a client streams. Each time the log ends with exactly one terminal event, with no gap, the failure names the
+streams, Redis cut and restored while a compilation runs and a client streams, the pool process
+aborted (its message says how it died). Each time the log ends with exactly one terminal event, with no gap, the failure names the
 stage it happened in, nothing is left running, and the next compilation succeeds."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from hostile_corpus import relu
 from prism_stack import TERMINAL, Stack, Switch
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
 ORDER = ["import", "passes", "lowering", "codegen", "run", "verify"]
@@ -112,20 +113,22 @@ def test_the_pool_process_killed_in_each_stage(stack, model, small, stage):
 
 
 def test_the_child_killed_fails_only_its_compilation(stack, model, small):
+    """The measuring child (the compiling child's own child, which runs generated code) SIGKILLed."""
     comp = stack.compile(model["id"], pipeline="O2", options={"benchmark": True}, cache=False)
     running = wait_stage(stack, comp["id"], "run")
     pid = pool_pid(running)
     deadline = time.monotonic() + 120
-    while not (kids := children_of(pid)):
+    while not (kids := [g for k in children_of(pid) for g in children_of(k)]):
         assert time.monotonic() < deadline and stack.get(comp["id"])["status"] == "running"
         time.sleep(0.02)
     os.kill(kids[0], signal.SIGKILL)
     final = stack.wait_finished(comp["id"], timeout=300)
     if final["status"] == "failed":  # killed while kernels or the timing ran
         assert final["error"]["stage"] == "run", final["error"]
-        assert "killed by SIGKILL" in final["error"]["message"], final["error"]
+        assert "killed by SIGKILL; not by a limit of Prism's, most likely the kernel's OOM killer" in \
+            final["error"]["message"], final["error"]
     else:  # killed inside ONNX Runtime's run of the reference: Prism's result kept, not verified
-        assert final["verified"] is None and "ONNX Runtime failed (killed by SIGKILL)" in final["verification"]
+        assert final["verified"] is None and "ONNX Runtime failed (killed by SIGKILL" in final["verification"]
     assert_complete(events(stack, comp["id"]))
     assert os.path.exists(f"/proc/{pid}"), "the pool process died with its child"
     print(f"\nchild killed: {final['status']}: {final['error'] or final['verification']}")
@@ -195,3 +198,20 @@ def test_redis_cut_and_restored_mid_stream(stack, model, small, tmp_path_factory
         stack.stop("w-switch")
         stack.stop("web-switch")
         stack.start_worker("w1")
+
+
+def test_a_pool_process_that_aborts_is_named_with_how_it_died(stack, model, small):
+    """SIGABRT (how LLVM ends a process whose allocation fails under its address-space limit) while
+    the compiler runs: the lost compilation's message says what the process's fatal-error report
+    (services/fault_log.py) says, the compiler's frame and the limit."""
+    comp = stack.compile(model["id"], pipeline="O2", options={"benchmark": False}, cache=False)
+    running = wait_stage(stack, comp["id"], "lowering")
+    os.kill(pool_pid(running), signal.SIGABRT)
+    final = stack.wait_finished(comp["id"], timeout=120)
+    err = final["error"]
+    assert final["status"] == "failed" and err["reason"] == "worker_lost", err
+    assert "(killed or crashed: it died of Aborted in compiler/" in err["message"], err
+    assert "PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES" in err["message"], err
+    assert_complete(events(stack, comp["id"]))
+    print(f"\naborted: {err['message']}")
+    then_one_succeeds(stack, small)

@@ -20,7 +20,7 @@ import redis
 from onnx import TensorProto, helper, numpy_helper
 from prism_stack import Stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 
 def small_model(path) -> None:

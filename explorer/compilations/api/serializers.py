@@ -27,6 +27,24 @@ class DimField(serializers.Field):
         return value
 
 
+@extend_schema_field({"type": "number", "minimum": 0, "exclusiveMinimum": True, "nullable": True})
+class TuneBudgetField(serializers.Field):
+    """`tune_budget_s`: seconds of auto-tuning before compiling (issue 16); absent or null: none.
+    Checked by `validation.tune_budget_problem` (a positive number, at most PRISM_TUNE_MAX_BUDGET_S)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data):  # type: ignore[no-untyped-def]
+        problem = validation.tune_budget_problem(data)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return data
+
+    def to_representation(self, value):  # type: ignore[no-untyped-def]
+        return value
+
+
 class _TextField(serializers.CharField):
     """A CharField that refuses numbers, booleans, null, lists and objects with `problem(value)`
     (DRF's CharField would turn 42 into "42" and report it as an unknown name)."""
@@ -119,6 +137,9 @@ class CompilationRequest(serializers.Serializer):
                   "by the submission service and the compiler)",
     )
     cache = serializers.BooleanField(default=True, help_text="false: always compile again")
+    tune_budget_s = TuneBudgetField(
+        help_text="seconds of auto-tuning first: schedules searched and measured on the workers serving "
+                  "prism.tune.<target>, stored in the tuning database, then the model compiled with them")
     visibility = serializers.ChoiceField(
         ["private", "unlisted", "public"], required=False,
         help_text="private: the owner and its teams; unlisted (default): anyone with the link; public: listed")
@@ -223,6 +244,9 @@ class ErrorOut(serializers.Serializer):
     op = serializers.CharField(required=False)
     kernel = serializers.CharField(required=False)
     attribute = serializers.CharField(required=False)
+    field = serializers.CharField(required=False, help_text=(
+        "the request field a refused compilation request concerns: pipeline, target, input_shapes, input_values, "
+        "dim_ranges, calibration, threads, tune_budget_s or options (absent: the model itself)"))
 
 
 ErrorOut._declared_fields["pass"] = serializers.CharField(  # a keyword, so not a class attribute

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from explorer.compilations.api import artifacts, views
+from explorer.compilations.api import artifacts, tuning, views
 
 urlpatterns = [
     path("models", views.ModelUploadView.as_view()),
@@ -10,6 +10,8 @@ urlpatterns = [
     path("compilations", views.CompilationListView.as_view()),
     path("compilations/<str:compilation_id>", views.CompilationDetailView.as_view()),
     path("compilations/<str:compilation_id>/events", views.CompilationEventsView.as_view()),
+    path("compilations/<str:compilation_id>/tuning", tuning.TuningView.as_view()),
+    path("compilations/<str:compilation_id>/tuning/stop", tuning.TuningStopView.as_view()),
     path("compilations/<str:compilation_id>/artifacts", artifacts.ArtifactListView.as_view()),
     path("compilations/<str:compilation_id>/artifacts/<str:name>", artifacts.ArtifactView.as_view()),
     path("targets", views.TargetsView.as_view()),

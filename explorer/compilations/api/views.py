@@ -24,8 +24,9 @@ from explorer.compilations.api.serializers import (
     UploadRequest,
     VisibilityRequest,
 )
-from explorer.compilations.services import retention, uploads
+from explorer.compilations.services import calibration, retention, uploads
 from explorer.compilations.services.queue import QueueUnavailable
+from explorer.compilations.services.reading import ReaderBusy
 from explorer.compilations.services.submission import create_compilation, set_visibility
 from explorer.compilations.services.validation import InvalidRequest, expand_pipeline
 from explorer.compilations.visibility import check_visibility, signed_in
@@ -35,8 +36,17 @@ SESSION_COMPILATIONS = "prism_compilations"  # ids an anonymous browser session 
 
 
 def invalid_request_response(exc: InvalidRequest) -> Response:
-    """400 `{"error": message, ...the compiler's error fields (stage, pass, ...) if any}`."""
-    return error_response(exc.message, 400, **{k: v for k, v in exc.details.items() if k != "message"})
+    """400 `{"error": message, ...the compiler's error fields (stage, pass, ...) if any, "field": the
+    request field it concerns (`validation.REQUEST_FIELDS`) if any}`."""
+    fields = {k: v for k, v in exc.details.items() if k != "message"}
+    return error_response(exc.message, 400, **fields, **({"field": exc.field} if exc.field else {}))
+
+
+def busy_response(exc: ReaderBusy) -> Response:
+    """503 with Retry-After: every child that reads large models was busy (`services.reading`)."""
+    response = error_response(str(exc), 503)
+    response["Retry-After"] = "10"
+    return response
 
 
 def sign_in_required(request: Request, what: str) -> Response | None:
@@ -79,6 +89,8 @@ class ModelUploadView(RateLimited, APIView):
             return error_response(str(exc), 413)
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
+        except ReaderBusy as exc:
+            return busy_response(exc)
         return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 
@@ -94,8 +106,6 @@ class CalibrationUploadView(RateLimited, APIView):
         same bytes were uploaded before); 400 when it is not an ``.npz`` of numeric arrays; 413 over the
         size limit. Use it as ``options.calibration`` of POST /api/compilations, which checks its arrays
         against the model's inputs (400 naming the input that does not match)."""
-        from explorer.compilations.services import calibration
-
         upload = request.FILES.get("data")
         if upload is None:
             return error_response("multipart field 'data' with the .npz file is required", 400)
@@ -182,6 +192,7 @@ class CompilationListView(RateLimited, APIView):
                 use_cache=data["cache"],
                 owner=request.user,
                 visibility=visibility,
+                tune_budget_s=data.get("tune_budget_s"),
             )
         except InvalidRequest as exc:
             return invalid_request_response(exc)
@@ -189,6 +200,8 @@ class CompilationListView(RateLimited, APIView):
             response = error_response(f"{exc}; the compilation was not created: submit it again in a moment", 503)
             response["Retry-After"] = "10"
             return response
+        except ReaderBusy as exc:
+            return busy_response(exc)
         if not signed_in(request.user):
             ids = request.session.get(SESSION_COMPILATIONS, [])
             request.session[SESSION_COMPILATIONS] = [*(i for i in ids if i != comp.id), comp.id][-50:]
@@ -331,6 +344,8 @@ class SampleModelView(APIView):
             return error_response(f"unknown sample {name!r}; see GET /api/samples", 404)
         except uploads.InvalidModel as exc:
             return error_response(str(exc), 400)
+        except ReaderBusy as exc:
+            return busy_response(exc)
         return Response(selectors.model_dict(model, request.user), status=201 if created else 200)
 
 

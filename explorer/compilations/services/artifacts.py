@@ -22,6 +22,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+import compiler
+from compiler import trace
+from compiler.artifacts import ArtifactUnavailable
+from compiler.errors import CompileError
+from compiler.reproducer import reproducer_zip
 from explorer.compilations import selectors
 from explorer.compilations.models import Compilation
 from explorer.compilations.services.submission import calibration_path
@@ -59,8 +64,6 @@ def _types(events: list[dict]) -> set[str]:
 
 
 def _target_runnable(target: str) -> bool:
-    import compiler
-
     return any(t["name"] == target and t.get("runnable") for t in compiler.list_targets())
 
 
@@ -109,7 +112,8 @@ def catalogue(comp: Compilation, events: list[dict] | None = None) -> tuple[list
                               f"one ELF object with every kernel, for {comp.target}"))
         if _target_runnable(comp.target):
             found.append(Artifact("module.so", "shared-object", "application/x-sharedlib",
-                                  "the kernels linked into a shared library (ctypes.CDLL loads it)"))
+                                  "the model as a shared library (ctypes.CDLL loads it): int prism_run(inputs, "
+                                  "outputs) runs it, weights included; prism_signature names the buffers"))
         else:
             missing["module.so"] = f"{comp.target} is a cross target: this server links no shared object for it"
     else:
@@ -124,8 +128,6 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
     if name == "report.json":
         return lambda: json.dumps(A.report_from_events(events), indent=1).encode()
     if name in ("trace.json", "run-trace.json"):
-        from compiler import trace
-
         make = trace.compilation_trace if name == "trace.json" else trace.run_trace
         return lambda: json.dumps(make(events)).encode()
     if name == "reproducer.zip":
@@ -135,7 +137,15 @@ def _generator(comp: Compilation, name: str, events: list[dict]) -> Callable[[],
     if name == "module.o":
         return lambda: A.module_object(events, comp.target)
     if name == "module.so":
-        return lambda: A.shared_object(build(comp, "module.o")[0], comp.target)
+        from compiler import standalone  # the same request rebuilt up to its linked Program
+        from compiler.tune.recorded import (
+            RecordedSchedules,  # with the tuned schedules its kernels took
+        )
+
+        return lambda: standalone.shared_library(standalone.program_for(
+            comp.model.file.path, target=comp.target, pipeline=comp.pipeline, input_shapes=comp.input_shapes or None,
+            input_values=comp.options.get("input_values") or None, calibration_data=calibration_path(comp.options),
+            schedules=RecordedSchedules(events)), comp.target)
     m = PASS_NAME.match(name)
     assert m is not None
     index = int(m.group(1))
@@ -151,8 +161,6 @@ def _levels(events: list[dict]) -> list[str]:
 
 
 def _reproducer(comp: Compilation, events: list[dict]) -> bytes:
-    from compiler.reproducer import reproducer_zip
-
     failure = next(e for e in events if e["type"] == "compile.failed")
     payload = {k: v for k, v in failure.items() if k not in ("seq", "type", "ts")}
     started = [int(e["index"]) for e in events if e["type"] == "pass.started"]
@@ -166,8 +174,19 @@ def _reproducer(comp: Compilation, events: list[dict]) -> bytes:
                           options=comp.options, levels=levels)
 
 
+def root() -> Path:
+    """The folder that holds one artifacts folder per compilation: `PRISM_VAR_DIR/artifacts/`."""
+    return Path(settings.VAR_DIR) / "artifacts"
+
+
+def folder(compilation_id: str) -> Path:
+    """Where compilation `compilation_id`'s artifacts are written: `PRISM_VAR_DIR/artifacts/<id>/`
+    (it may not exist yet; deleting the compilation removes it, `services.retention`)."""
+    return root() / compilation_id
+
+
 def _directory(comp: Compilation) -> Path:
-    d = Path(settings.VAR_DIR) / "artifacts" / comp.id
+    d = folder(comp.id)
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -176,9 +195,6 @@ def build(comp: Compilation, name: str) -> tuple[bytes, str]:
     """`(bytes, media type)` of artifact `name`, generated at most once (see the module docstring).
     Raises Unavailable (the caller answers 404 with the reason) and lets the compiler's
     ArtifactUnavailable through as Unavailable too."""
-    from compiler.artifacts import ArtifactUnavailable
-    from compiler.errors import CompileError
-
     events = _events(comp)
     listed, missing = catalogue(comp, events)
     found = {a.name: a for a in listed}

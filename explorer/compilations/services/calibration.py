@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 
 from explorer.compilations.services.uploads import UploadTooLarge, max_upload_bytes
@@ -37,19 +39,38 @@ def path_for(sha256: str) -> Path | None:
 
 
 def describe(path: Path) -> dict[str, dict]:
-    """``{array name: {"shape": [...], "dtype": str}}``; raises InvalidCalibration."""
-    import numpy as np
-
+    """``{array name: {"shape": [...], "dtype": str}}`` from the ``.npy`` headers of the archive's
+    members (NumPy's ``.npy`` format: magic, version, header dict; the data is never read, so a
+    compressed archive cannot expand in the web server's memory). Raises InvalidCalibration for a file
+    that is not an ``.npz``, no arrays, a non-numeric array, or arrays holding more than
+    ``PRISM_MAX_UPLOAD_BYTES`` uncompressed (the bound an uncompressed upload has: the quantize pass
+    reads them whole on the worker)."""
+    out: dict[str, dict] = {}
+    total = 0
     try:
-        with np.load(path, allow_pickle=False) as z:
-            out = {k: {"shape": list(z[k].shape), "dtype": str(z[k].dtype)} for k in z.files}
-    except (OSError, ValueError) as e:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read(f)
+                if dtype.hasobject:
+                    raise InvalidCalibration(f"calibration array {info.filename[:-4]!r} holds Python objects, not numbers")
+                out[info.filename[:-4]] = {"shape": [int(d) for d in shape], "dtype": str(dtype)}
+                total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise InvalidCalibration(f"calibration data is not a readable .npz file ({' '.join(str(e).split())[:200]})") from None
     if not out:
         raise InvalidCalibration("calibration data holds no arrays")
     for k, v in out.items():
         if v["dtype"][0] not in "fiub" and not v["dtype"].startswith(("float", "int", "uint", "bool")):
             raise InvalidCalibration(f"calibration array {k!r} is {v['dtype']}, not numeric")
+    limit = max_upload_bytes()
+    if total > limit:
+        raise InvalidCalibration(f"calibration data holds {total} bytes of arrays uncompressed, over the limit of "
+                                 f"{limit} bytes (PRISM_MAX_UPLOAD_BYTES)")
     return out
 
 

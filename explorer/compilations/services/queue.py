@@ -71,31 +71,34 @@ def queue_for(target: str) -> str:
     return settings.PRISM_TARGET_QUEUES.get(target, settings.PRISM_COMPILE_QUEUE)
 
 
-def publish(compilation_id: str, target: str) -> None:
+def publish(compilation_id: str, target: str, extra_time_s: int = 0) -> None:
     """Send one task message for a compilation to its target's queue, now.
 
     The message carries no time limits, so the worker that runs it applies its own
-    (`PRISM_COMPILE_TIME_LIMIT_S` of the worker's environment), not the sender's.
+    (`PRISM_COMPILE_TIME_LIMIT_S` of the worker's environment), not the sender's; except that a
+    tuning compilation's hard limit is longer by its budget (`extra_time_s`, seconds), which the
+    message then carries (the sender's limit plus the budget).
     Raises:
         QueueUnavailable: the broker refused or did not answer (kombu's OperationalError after
             Celery's publish retries, about 1 s for a refused connection).
     """
+    limit = int(settings.PRISM_COMPILE_TIME_LIMIT_S) + extra_time_s if extra_time_s > 0 else None
     try:
         celery_app.send_task(
-            TASK_NAME, (compilation_id,), queue=queue_for(target), time_limit=None,
+            TASK_NAME, (compilation_id,), queue=queue_for(target), time_limit=limit,
             soft_time_limit=None, task_id=f"{TASK_ID_PREFIX}{compilation_id}-{uuid.uuid4().hex[:12]}",
         )
     except (OperationalError, OSError) as exc:
         raise QueueUnavailable(str(exc)) from exc
 
 
-def publish_on_commit(compilation_id: str, target: str) -> None:
+def publish_on_commit(compilation_id: str, target: str, extra_time_s: int = 0) -> None:
     """`publish` once the current transaction commits (at once outside one). A failure there is
     logged, not raised: `enqueued_at` is set, so the requeue check sends the message later."""
 
     def send() -> None:
         try:
-            publish(compilation_id, target)
+            publish(compilation_id, target, extra_time_s)
         except QueueUnavailable as exc:
             log.warning("compilation %s not queued yet: %s", compilation_id, exc)
 
@@ -105,9 +108,15 @@ def publish_on_commit(compilation_id: str, target: str) -> None:
 def enqueue(compilation_id: str) -> None:
     """Queue the Celery task on its target's queue once the current transaction (if any) commits
     (`publish_on_commit`), stamping `enqueued_at` for the requeue check."""
-    target = Compilation.objects.filter(pk=compilation_id).values_list("target", flat=True).first()
+    row = Compilation.objects.filter(pk=compilation_id).values_list("target", "options").first()
     Compilation.objects.filter(pk=compilation_id).update(enqueued_at=timezone.now())
-    publish_on_commit(compilation_id, target or "")
+    publish_on_commit(compilation_id, row[0] if row else "", extra_time(row[1] if row else None))
+
+
+def extra_time(options: dict | None) -> int:
+    """A compilation's tuning budget in whole seconds (0 without one): its time limits grow by it."""
+    budget = (options or {}).get("tune_budget_s")
+    return int(-(-float(budget) // 1)) if isinstance(budget, (int, float)) and budget > 0 else 0
 
 
 def requeue_after() -> timedelta:
@@ -186,7 +195,7 @@ def requeue_if_lost(compilation_id: str) -> bool:
             comp.save(update_fields=["requeues", "enqueued_at"])
             log.warning("compilation %s: its task message was lost before any worker started it; "
                         "queued again (%d of %d)", comp.id, comp.requeues, MAX_REQUEUES)
-            publish_on_commit(comp.id, comp.target)
+            publish_on_commit(comp.id, comp.target, extra_time(comp.options))
             return True
     log.warning("compilation %s: task message lost %d times; failing it", compilation_id, MAX_REQUEUES + 1)
     return append_failure(

@@ -1,18 +1,20 @@
 """Deleting compilations and models: by their owner (the API's DELETE) and by age (retention).
 
 A compilation is deleted with everything it holds: its event log, comments, reviews and review log
-(the foreign keys cascade). A model's bytes (its row and stored file) go once nothing uses them: no
-compilation and no upload left. Only finished compilations are deleted: a queued or running one
-still has a worker writing to it.
+(the foreign keys cascade) and its artifacts folder (`PRISM_VAR_DIR/artifacts/<id>/`). A model's
+bytes (its row and stored file) go once nothing uses them: no compilation and no upload left.
+Only finished compilations are deleted: a queued or running one still has a worker writing to it.
 
 Retention (`prune`, `manage.py prune`, and the workers' reaper once an hour when
 `PRISM_RETENTION_DAYS` > 0): finished compilations created more than N days ago, then uploads older
-than that, then the models nothing uses any more, and calibration files no compilation names.
+than that, then the models nothing uses any more, calibration files no compilation names, and
+artifacts folders whose compilation no longer exists (left by a deletion that ended half-way).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from explorer.compilations.models import Compilation, ModelUpload, UploadedModel
+from explorer.compilations.services import artifacts
 
 log = logging.getLogger(__name__)
 FINISHED = (Compilation.Status.SUCCEEDED, Compilation.Status.FAILED)
@@ -54,6 +57,7 @@ def delete_compilation(comp: Compilation) -> None:
             raise StillRunning(f"compilation {comp.pk} is {locked.status}: delete it once it has finished")
         model_id = locked.model_id
         locked.delete()
+    shutil.rmtree(artifacts.folder(comp.pk), ignore_errors=True)
     delete_model_if_unused(model_id)
 
 
@@ -68,9 +72,9 @@ def delete_upload(model: UploadedModel, owner) -> bool:
 
 def prune(days: int, now=None) -> dict[str, int]:
     """Delete what is older than `days` days (see the module docstring); returns the counts
-    `{"compilations", "uploads", "models", "calibrations"}`."""
+    `{"compilations", "uploads", "models", "calibrations", "artifacts"}` (artifacts: orphaned folders)."""
     cutoff = (now or timezone.now()) - timedelta(days=days)
-    counts = {"compilations": 0, "uploads": 0, "models": 0, "calibrations": 0}
+    counts = {"compilations": 0, "uploads": 0, "models": 0, "calibrations": 0, "artifacts": 0}
     old = Compilation.objects.filter(created_at__lt=cutoff, status__in=FINISHED)
     for comp in old.iterator():
         try:
@@ -82,6 +86,7 @@ def prune(days: int, now=None) -> dict[str, int]:
     for model_id in UploadedModel.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True):
         counts["models"] += delete_model_if_unused(model_id)
     counts["calibrations"] = _prune_calibrations(cutoff)
+    counts["artifacts"] = _prune_orphan_artifacts()
     if any(counts.values()):
         log.info("retention (%d days): deleted %s", days, counts)
     return counts
@@ -99,3 +104,13 @@ def _prune_calibrations(cutoff) -> int:
             f.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+def _prune_orphan_artifacts() -> int:
+    if not artifacts.root().is_dir():
+        return 0
+    folders = {d.name: d for d in artifacts.root().iterdir() if d.is_dir()}
+    alive = set(Compilation.objects.filter(pk__in=list(folders)).values_list("pk", flat=True))
+    for name in folders.keys() - alive:
+        shutil.rmtree(folders[name], ignore_errors=True)
+    return len(folders.keys() - alive)

@@ -21,18 +21,25 @@ import socket
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+import compiler
+from compiler import isolated_compile
+from compiler.events import TERMINAL_EVENT_TYPES
 from explorer.compilations.models import Compilation
+from explorer.compilations.services import fault_log, memory_cap
 from explorer.compilations.services.events import (
     CompilationSuperseded,
     append_failure,
     record_event,
 )
 from explorer.compilations.services.submission import calibration_path
+from explorer.compilations.services.tuning_db import DjangoTuningDatabase
+from explorer.compilations.services.tuning_run import extra_time_s, tune
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +74,16 @@ def run_is_gone(comp: Compilation, now) -> bool:
 
 def lost_reason(comp: Compilation, now) -> tuple[str, str]:
     """`(reason, one-line message)` for a `running` compilation whose run is gone: `time_limit`
-    when the run's hard time limit had passed (Celery killed it), else `worker_lost`."""
+    when the run's hard time limit had passed (Celery killed it), else `worker_lost` (with how the
+    process died, when it left a report: `fault_log.last_words`)."""
     limit = comp.time_limit_s or settings.PRISM_COMPILE_TIME_LIMIT_S
     if comp.started_at and (now - comp.started_at).total_seconds() >= limit - 0.5:
         return "time_limit", f"compilation exceeded the time limit of {limit} s; its worker process was stopped"
     where = f" ({comp.worker})" if comp.worker else ""
+    words = fault_log.last_words(comp.worker) if comp.worker else None
     return "worker_lost", (
-        f"the worker running this compilation{where} was lost (killed or crashed) after "
-        f"{comp.attempts} attempt(s); submit it again to retry"
+        f"the worker running this compilation{where} was lost (killed or crashed"
+        f"{': ' + words if words else ''}) after {comp.attempts} attempt(s); submit it again to retry"
     )
 
 
@@ -104,7 +113,7 @@ def claim(compilation_id: str) -> int | None:
             comp.attempts += 1
             comp.started_at = comp.heartbeat_at = now
             comp.worker = worker_name()
-            comp.time_limit_s = int(settings.PRISM_COMPILE_TIME_LIMIT_S)
+            comp.time_limit_s = int(settings.PRISM_COMPILE_TIME_LIMIT_S) + extra_time_s(comp.options)
             comp.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "worker",
                                      "time_limit_s"])
             return comp.attempts
@@ -124,6 +133,7 @@ def run_compilation(
     compilation_id: str,
     *,
     soft_limit_s: float | None = None,
+    node: str = "",
 ) -> None:
     """Run one compilation with `compiler.compile`, storing and announcing every event.
 
@@ -133,43 +143,53 @@ def run_compilation(
             compilation (unless it is the compiler's own `compile.failed`), and the log ends with a
             `compile.failed` saying `compilation exceeded the time limit of N s` (reason
             `time_limit`). Celery's hard limit stays the backstop for a stage that emits nothing;
-            its SystemExit, arriving after the soft limit, ends the log the same way.
+            its SystemExit, arriving after the soft limit, ends the log the same way. A tuning
+            compilation's limit is longer by its budget (`tuning_run.extra_time_s`).
+
+    Every compilation compiles with the tuning database (`tuning_db.DjangoTuningDatabase`); one
+    with `tune_budget_s` searches first (`tuning_run.tune`), its events first in the log; `node`
+    is the Celery node running it (its measurements go to other workers when it has one process).
     """
     attempt = claim(compilation_id)
     if attempt is None:
         return
-    import compiler
-
     comp = Compilation.objects.select_related("model").get(pk=compilation_id)
+    if soft_limit_s is not None:
+        soft_limit_s += extra_time_s(comp.options)
     started = time.monotonic()
     limit_message = f"compilation exceeded the time limit of {soft_limit_s:g} s" if soft_limit_s else ""
 
     def over_limit() -> bool:
         return soft_limit_s is not None and time.monotonic() - started >= soft_limit_s
 
+    offset = 0  # the compile's events follow the search's in the one log
+    db = DjangoTuningDatabase(compilation_id)
+
     def on_event(event: dict) -> None:
         if over_limit():
             if event.get("type") != "compile.failed":
                 raise CompilationTimeLimit(compilation_id)
             event = {**event, "message": limit_message, "reason": "time_limit"}
-        record_event(compilation_id, event, attempt=attempt)
+        if event.get("type") in TERMINAL_EVENT_TYPES:
+            db.flush()  # the workloads looked up are readable (GET .../tuning) once the log ends
+        record_event(compilation_id, {**event, "seq": int(event.get("seq", 0)) + offset}, attempt=attempt)
 
     beat = Heartbeat(compilation_id, attempt)
     beat.start()
     try:
-        compiler.compile(
-            comp.model.file.path,
-            target=comp.target,
-            pipeline=comp.pipeline,
-            input_shapes=comp.input_shapes or None,
-            input_values=comp.options.get("input_values") or None,
-            dim_ranges={k: tuple(v) for k, v in (comp.options.get("dim_ranges") or {}).items()} or None,
-            on_event=on_event,
-            verify=bool(comp.options.get("verify", True)),
-            benchmark=bool(comp.options.get("benchmark", True)),
-            calibration_data=calibration_path(comp.options),
-            threads=comp.options.get("threads"),
-        )
+        with memory_cap.reserve(node or worker_name(), compilation_id,
+                                memory_cap.estimate_bytes(comp.model.size)) as reservation:
+            if comp.options.get("tune_budget_s"):
+                offset = tune(comp, db, on_event, own_node=node)
+
+            def on_compile_event(event: dict) -> None:
+                if event.get("type") == "memory.planned":  # the measuring child will allocate this arena
+                    reservation.grow(reservation.bytes + int(event.get("arena_bytes") or 0))
+                on_event(event)
+
+            compile_with_database(comp, on_compile_event, db)
+    except memory_cap.MemoryRefused as exc:
+        append_failure(compilation_id, reason="memory_cap", stage="request", message=exc.message)
     except CompilationSuperseded:
         log.warning("compilation %s was reaped while running; stopped", compilation_id)
     except BaseException as exc:
@@ -184,9 +204,34 @@ def run_compilation(
             raise  # SystemExit (Celery's hard limit), KeyboardInterrupt: after the log is ended
     finally:
         beat.stop()
+        db.flush()
     # The compiler promises a terminal event; if it broke that promise, end the log ourselves.
     append_failure(compilation_id, reason="internal",
                    message="the compiler returned without a compile.finished or compile.failed event")
+
+
+
+def compile_with_database(comp: Compilation, on_event, db: DjangoTuningDatabase) -> None:
+    """`compiler.compile` of a compilation's stored request, its events to `on_event`, with the
+    tuning database (every kernel with a record takes its best schedule). With `PRISM_COMPILE_IN_CHILD`
+    (the default) in a child process under its own limits (`compiler.isolated_compile`): the events
+    arrive as the child emits them, the database's look-ups are answered from here, and a child that
+    dies (a crash in LLVM, an rlimit, the OOM killer) ends the log with a `compile.failed` naming how."""
+    run = partial(isolated_compile.compile_isolated, comp.model.file.path) if settings.PRISM_COMPILE_IN_CHILD \
+        else partial(compiler.compile, comp.model.file.path)
+    run(
+        target=comp.target,
+        pipeline=comp.pipeline,
+        input_shapes=comp.input_shapes or None,
+        input_values=comp.options.get("input_values") or None,
+        dim_ranges={k: tuple(v) for k, v in (comp.options.get("dim_ranges") or {}).items()} or None,
+        on_event=on_event,
+        verify=bool(comp.options.get("verify", True)),
+        benchmark=bool(comp.options.get("benchmark", True)),
+        calibration_data=calibration_path(comp.options),
+        threads=comp.options.get("threads"),
+        tuning_db=db,
+    )
 
 
 class Heartbeat:

@@ -1,7 +1,8 @@
 """Registering ONNX models: from an upload or from one of the compiler's samples.
 
 A model is stored once per content (sha256); registering the same bytes again returns the
-existing model. Metadata comes from `compiler.inspect_model` (the ONNX protobuf, opset, IO).
+existing model. Metadata comes from `compiler.inspect_model` (the ONNX protobuf, opset, IO), read in a
+child process when the file is large (`reading`: the web server's memory does not grow with the model).
 Who registered it, under which file name and visibility, is one `ModelUpload` per owner
 (`record_upload`): the bytes are shared, who may see them is not.
 """
@@ -19,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from explorer.compilations.models import ModelUpload, UploadedModel, model_upload_path
+from explorer.compilations.services.reading import inspect_model
 from explorer.compilations.visibility import DEFAULT, signed_in
 
 
@@ -145,10 +147,11 @@ def _register_file(
     import compiler  # thread-safe: tests/compiler/test_api_threads.py
 
     try:
-        meta = compiler.inspect_model(path)
+        meta = inspect_model(path)
     except compiler.CompileError as exc:
         # the compiler's import errors name the problem already ("model is empty (0 bytes)",
-        # "not a valid ONNX model: the protobuf cannot be parsed ...", "not an ONNX model: ...")
+        # "not a valid ONNX model: the protobuf cannot be parsed ...", "not an ONNX model: ...", or
+        # "reading the model needs more memory than the limit of N bytes (PRISM_INSPECT_...)")
         raise InvalidModel(exc.message) from exc
     model = UploadedModel(
         sha256=sha256,
