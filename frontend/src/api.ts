@@ -4,6 +4,7 @@
  */
 import type { CompileEvent, Dim, TensorInfo, UnknownEvent } from "./events";
 import { parseEvent } from "./events";
+import { errorField } from "./requesterror";
 
 export interface ModelMeta {
   id: string;
@@ -89,15 +90,50 @@ export interface CreateCompilation {
   input_values?: Record<string, number[]>;
   /** private (owner and teams), unlisted (default: anyone with the link), public (listed). */
   visibility?: "private" | "unlisted" | "public";
+  /** Seconds of auto-tuning before compiling (positive); absent: none. */
+  tune_budget_s?: number;
   /** verify/benchmark booleans, `calibration` (the sha256 of uploaded calibration data) and `threads`
    * (the compiled model's and ONNX Runtime's threads; absent: all the worker's CPUs). */
   options?: Record<string, unknown>;
+}
+
+/** Where a tuned kernel's schedule came from (GET /api/compilations/<id>/tuning `records`). */
+export interface TuningRecordInfo {
+  kernel: string;
+  median_us: number;
+  default_us: number | null;
+  trials: number;
+  threads: number | null;
+  /** "this run": found by this compilation's tuning; "database": found before, by any compilation. */
+  source: "this run" | "database";
+  /** The finder's compilation id, or null when the requester may not see it. */
+  found_in: string | null;
+  found_by: { username: string } | null;
+  created_at: string;
+}
+
+/** GET /api/compilations/<id>/tuning. */
+export interface TuningInfo {
+  id: string;
+  /** Seconds of tuning asked for; null: not a tuning compilation. */
+  budget_s: number | null;
+  status: string;
+  stop_requested_at: string | null;
+  /** The requester may stop it (its owner or the owner's teams; an anonymous one's own browser session). */
+  can_stop: boolean;
+  queue: string | null;
+  /** Who measured: batches, candidates and busy seconds per worker. */
+  workers: Record<string, { batches: number; candidates: number; busy_s: number }>;
+  /** The best record of every workload its kernels looked up, by workload key. */
+  records: Record<string, TuningRecordInfo>;
 }
 
 export class ApiError extends Error {
   constructor(
     message: string,
     readonly status: number,
+    /** The request field the error body names (`requesterror.errorField`), or null. */
+    readonly field: string | null = null,
   ) {
     super(message);
   }
@@ -143,7 +179,7 @@ export async function request<T>(method: string, url: string, body?: unknown): P
   } catch {
     data = null;
   }
-  if (!res.ok) throw new ApiError(messageFor(res.status, data, `${method} ${url} failed: HTTP ${res.status}`), res.status);
+  if (!res.ok) throw new ApiError(messageFor(res.status, data, `${method} ${url} failed: HTTP ${res.status}`), res.status, errorField(data));
   return data as T;
 }
 
@@ -176,6 +212,9 @@ export const api = {
   /** The most recent compilations on this server, newest first. */
   recent: () => request<Compilation[]>("GET", "/api/compilations"),
   compilation: (id: string) => request<Compilation>("GET", `/api/compilations/${encodeURIComponent(id)}`),
+  tuning: (id: string) => request<TuningInfo>("GET", `/api/compilations/${encodeURIComponent(id)}/tuning`),
+  /** Stops the tuning (the search ends after its batch, keeping what it found). */
+  stopTuning: (id: string) => request<TuningInfo>("POST", `/api/compilations/${encodeURIComponent(id)}/tuning/stop`),
   /** Stored events with seq > after, one page (`{events, complete}`; at most 1,000 a page). */
   events: async (id: string, after: number): Promise<{ events: (CompileEvent | UnknownEvent)[]; complete: boolean }> => {
     const data = await request<unknown>("GET", `/api/compilations/${encodeURIComponent(id)}/events?after=${after}`);
@@ -184,6 +223,29 @@ export const api = {
     return { events: list.map(parseEvent), complete: obj?.complete === true };
   },
 };
+
+/**
+ * Uploads calibration data (an ``.npz``: one array per graph input, samples along the leading axis) to
+ * POST /api/calibrations; resolves to its id (the sha256 the compile request's ``options.calibration`` names).
+ */
+export async function uploadCalibration(file: File): Promise<{ id: string }> {
+  const form = new FormData();
+  form.append("data", file, file.name);
+  let res: Response;
+  try {
+    res = await fetch("/api/calibrations", { method: "POST", headers: { Accept: "application/json", ...csrfHeader() }, body: form });
+  } catch {
+    throw new ApiError("The calibration upload did not reach the server.", 0);
+  }
+  let data: unknown = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = null;
+  }
+  if (!res.ok) throw new ApiError(messageFor(res.status, data, `Calibration upload failed: HTTP ${res.status}`), res.status);
+  return data as { id: string };
+}
 
 /** Uploads a model with progress (0..1) through XMLHttpRequest's upload events. */
 export function uploadModel(file: File, onProgress: (fraction: number) => void): { done: Promise<ModelMeta>; abort: () => void } {
@@ -218,10 +280,27 @@ export interface EventFeed {
   close(): void;
 }
 
+export type FeedStatus = "live" | "reconnecting" | "waiting" | "closed";
+
+/** WebSocket close code of a refused connection: over the server's `PRISM_WS_CONNECT_RATE`
+ * (explorer/compilations/messages.py `CLOSE_TOO_MANY_REQUESTS`); the close reason ends "retry in N s". */
+export const CLOSE_TOO_MANY_REQUESTS = 4429;
+
+/**
+ * The wait, in ms, that a 4429 close reason asks for ("...; retry in 12 s" -> 12000), or null when
+ * the reason names none. At least 1 s, at most 10 min (a wrong or hostile reason cannot stop the feed).
+ */
+export function retryAfterMs(reason: string): number | null {
+  const m = /retry in (\d+(?:\.\d+)?) ?s\b/.exec(reason);
+  if (!m) return null;
+  return Math.min(600_000, Math.max(1000, Math.ceil(Number(m[1]) * 1000)));
+}
+
 export interface FeedCallbacks {
   onEvent(e: CompileEvent | UnknownEvent): void;
-  /** Connection state for the page's indicator. */
-  onStatus(s: "live" | "reconnecting" | "closed"): void;
+  /** Connection state for the page's indicator; with "waiting", `detail` is the server's reason
+   * (e.g. "too many WebSocket connections: ...; retry in 12 s") and the feed reconnects after it. */
+  onStatus(s: FeedStatus, detail?: string): void;
   /** The highest seq the page holds, for `after=` on reconnect. */
   lastSeq(): number;
   /** True once the compilation has ended; the feed then stops reconnecting. */
@@ -238,6 +317,8 @@ export interface FeedCallbacks {
  * connection it reconnects with the last seq it holds (back-off up to 10 s); when WebSockets
  * fail repeatedly it reads `/api/compilations/<id>/events?after=` instead. A close with code 4413
  * (the next event is over the server's WebSocket message limit) is answered the same way at once.
+ * A close with 4429 (too many connections from this client) waits the time its reason names (a random
+ * 0–20% more, so that a page's feeds do not return together), telling the page with "waiting".
  */
 export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
   let ws: WebSocket | null = null;
@@ -318,6 +399,13 @@ export function followEvents(id: string, cb: FeedCallbacks): EventFeed {
       }
       if (cb.done()) {
         cb.onStatus("closed");
+        return;
+      }
+      const wait = ev.code === CLOSE_TOO_MANY_REQUESTS ? retryAfterMs(ev.reason ?? "") : null;
+      if (wait !== null) {
+        // Refused for the connect rate: polling instead would only add load; come back when told.
+        cb.onStatus("waiting", ev.reason);
+        schedule(connect, wait * (1 + 0.2 * Math.random()));
         return;
       }
       failures++;

@@ -5,6 +5,7 @@
  */
 import { StateEffect, StateField, type Extension } from "@codemirror/state";
 import { EditorView, GutterMarker, gutter } from "@codemirror/view";
+import { commentCount, threadWords } from "./icons";
 
 const setCounts = StateEffect.define<ReadonlyMap<number, number>>();
 const countsField = StateField.define<ReadonlyMap<number, number>>({
@@ -25,8 +26,9 @@ class Marker extends GutterMarker {
   override toDOM(): Node {
     const el = document.createElement("span");
     el.className = this.n ? "comment-mark has-comments" : "comment-mark";
-    el.textContent = this.n ? `💬${this.n}` : "+";
-    el.title = this.n ? `${this.n} open thread(s) on this line: click to comment` : "Comment on this line";
+    if (this.n) el.append(commentCount(this.n));
+    else el.textContent = "+";
+    el.title = this.n ? `${threadWords(this.n)} on this line: click to comment` : "Comment on this line";
     return el;
   }
 }

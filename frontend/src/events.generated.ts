@@ -130,7 +130,7 @@ export interface ControlBody {
 
 /** How an If, Loop or Scan left to run time is run. */
 export interface ControlInfo {
-  /** In words: what runs at run time and why (which --input-value would decide it). */
+  /** In words: what runs at run time and why (which bound input value would decide it: `--input-value` on the command line, `input_values` in the API). */
   decision: string;
   bodies: ControlBody[];
 }
@@ -189,12 +189,56 @@ export interface BufferPlan {
   last: number;
 }
 
+export interface DimRangePlan {
+  /** The ranged dim (`--dim-range N=1..8`). */
+  dim: string;
+  min: number;
+  max: number;
+  /** `run-time`: one set of kernels compiled for N=1, N a run-time argument of the entry function (each kernel over per-sample buffers in a loop of N; arena offsets the N=1 plan's times N); `specialized`: one compilation per size. */
+  mode: "run-time" | "specialized";
+  /** The decision and its reason (for `specialized`: the node that keeps samples from being independent). */
+  message: string;
+}
+
 export interface MemoryPlanned extends EventBase {
   type: "memory.planned";
   arena_bytes: number;
   no_sharing_bytes: number;
   lower_bound_bytes: number;
   buffers: BufferPlan[];
+  /** With `--dim-range` (compiler.driver.dim_range): how the range is served; the figures are at the maximum. */
+  dim_range?: DimRangePlan;
+}
+
+/** A compilation with a tuning database: how many kernels took a tuned schedule (before kernel.lowered). */
+export interface TuneApplied extends EventBase {
+  type: "tune.applied";
+  database: string;
+  kernels: number;
+  tuned: number;
+  /** Of the tuned kernels, those whose record this compilation's own tuning found. */
+  this_run?: number;
+  /** "23 of 58 kernels on tuned schedules from the database tuning.jsonl", "7 of 39 kernels on tuned schedules (7 found by this run)", "no tuned schedules in this server's tuning database for these 39 kernels" */
+  message: string;
+  /** Database lines skipped (invalid, another target), each naming its line. */
+  warnings: string[];
+}
+
+export const SCHEDULE_SOURCES = ["default", "tuned"] as const;
+export type ScheduleSource = (typeof SCHEDULE_SOURCES)[number];
+
+/** The tuning record a kernel's schedule came from (compiler.tune). */
+export interface TunedSchedule {
+  /** The tuned schedule's measured median time when it was recorded, µs. */
+  median_us: number;
+  /** The default schedule's median time in the same measurement, µs. */
+  default_us: number;
+  /** The schedule trace: knob name -> value (compiler.schedule.knobs). */
+  trace: Record<string, number | string>;
+  database: string;
+  workload: string;
+  /** The tuning run that found the record, where the database says (a JSON-lines record's found_by: {model, host}). */
+  found_by?: Record<string, string>;
 }
 
 export interface KernelLowered extends EventBase {
@@ -206,6 +250,15 @@ export interface KernelLowered extends EventBase {
   schedule: unknown;
   /** The ONNX nodes the kernel computes (the fused group's, in order): every loop-IR line's origin. */
   nodes?: string[];
+  /** The ONNX op types of `nodes`, in the same order. */
+  ops?: string[];
+  /** Per line of loop_ir, the indices into `nodes` of the ONNX nodes that line's statement computes (a Conv's accumulation: the Conv; its epilogue store: the Conv and the fused Add, Relu ...); [] for header and comment lines (compiler.loops.provenance). */
+  line_nodes?: number[][];
+  /** Where the kernel's schedule came from: the rule-based default, or a tuning database's best record. */
+  schedule_source?: ScheduleSource;
+  tuned?: TunedSchedule;
+  /** Special schedules the kernel did not get (kind missed, pass "schedule"): the node and the reason; absent when there is none. */
+  remarks?: Remark[];
 }
 
 export interface KernelCompiled extends EventBase {
@@ -239,6 +292,42 @@ export interface KernelTimed extends EventBase {
   threads?: number;
   /** The same kernel's median time at 1 thread, when threads > 1. */
   median_us_1t?: number;
+  /** A quantized kernel: the median time of Prism FP32's kernels for the same layers, same run settings (compiler.driver.fp32). */
+  fp32_median_us?: number;
+  /** Those FP32 kernels' names. */
+  fp32_kernels?: string[];
+  /** A quantized kernel slower than Prism FP32's for the same layers: a missed remark with both times. */
+  remarks?: Remark[];
+}
+
+/** The worker's roofline ceilings, measured by Prism-generated kernels (`compiler.runtime.ceilings`). */
+export interface MachineCeilings {
+  /** Peak FP32 GFLOP/s of a vector FMA kernel at `threads` threads. */
+  peak_gflops: number;
+  /** Memory bandwidth in GB/s of a streaming copy (bytes read + written). */
+  peak_gbps: number;
+  /** The threads both kernels ran on at once. */
+  threads: number;
+  /** The target the kernels were generated for. */
+  target: string;
+  /** f32 lanes per vector of the FMA kernel. */
+  lanes: number;
+  /** Bytes per array of the copy. */
+  copy_bytes: number;
+  /** How they were measured, in words. */
+  method: string;
+  /** GB/s of the same copy with both arrays inside the L2 (absent: cache not reported). */
+  l2_gbps?: number;
+  /** Bytes of one L2 cache. */
+  l2_bytes?: number;
+  /** GB/s of the same copy with both arrays inside the L3 (absent: cache not reported). */
+  l3_gbps?: number;
+  /** Bytes of one L3 cache. */
+  l3_bytes?: number;
+  /** The host name of the machine that measured them: a result served from the cache keeps the first worker's. */
+  host?: string;
+  /** That machine's CPU: LLVM's name and the model it reports ("znver3 (AMD EPYC 7763 ...)"). */
+  cpu?: string;
 }
 
 export interface ModelTimed extends EventBase {
@@ -261,7 +350,11 @@ export interface ModelTimed extends EventBase {
   onnxruntime_int8_ms?: number | null;
   /** prism_ms / onnxruntime_int8_ms. */
   ratio_int8?: number | null;
+  /** A quantized compilation: Prism's FP32 compilation of the same model, timed after it (compiler.driver.fp32). */
+  prism_fp32_ms?: number | null;
   notes?: string[];
+  /** The worker's measured peak FP32 FLOP/s and memory bandwidth at these threads (the roofline's ceilings). */
+  ceilings?: MachineCeilings;
 }
 
 /** One output's comparison with ONNX Runtime (compiler/runtime/child.py `_compare`): its own `rtol`/`atol` (a narrow output's are its storage type's); `message` says why it failed outright. Errors are null where they were not finite (the service stores no NaN or infinity). */
@@ -309,6 +402,8 @@ export interface Calibration {
   random: boolean;
   activation: string;
   per_channel: boolean;
+  /** The int8 weights' range [-weight_qmax, weight_qmax]: 127, or 64 with reduce-range (7 bits, ONNX Runtime's reduce_range; the default on AVX2 targets without VNNI). */
+  weight_qmax?: number;
 }
 
 /** One layer of the accuracy report (compiler/quant/session.py): int8 with its SQNR, or kept in fp32. */
@@ -325,8 +420,10 @@ export interface AccuracyLayer {
 /** Whole-model figures per output against FP32 (compiler/quant/accuracy.py `compare`). */
 export interface AccuracyOutput {
   sqnr_db: number | null;
-  max_abs_error: number;
-  max_rel_error: number;
+  /** null when the reduced-precision output is not finite (overflow). */
+  max_abs_error: number | null;
+  /** null when the reduced-precision output is not finite (overflow). */
+  max_rel_error: number | null;
   top1?: number;
   top5?: number;
   [extra: string]: unknown;
@@ -361,6 +458,97 @@ export interface ModelAccuracy extends EventBase {
   fallbacks: AccuracyFallback[];
 }
 
+export interface TuneTask {
+  /** The first kernel of the model with this workload. */
+  kernel: string;
+  workload: string;
+  /** The workload in one line: "Conv+Relu f32[1, 64, 56, 56] -> f32[1, 64, 56, 56]". */
+  summary: string;
+  /** Kernels of the model with this workload. */
+  kernels: number;
+  /** Candidate schedules in its search space (product of the knobs' choices). */
+  space_size: number;
+  /** The default schedule's estimated time (flops, bytes), µs: the task order. */
+  estimated_us: number;
+  /** Traces from the database's records of similar workloads (same ops, other shapes) its search starts from. */
+  seeds?: number;
+}
+
+/** A tuning job (python -m compiler tune, compiler.tune.tune_model) begins. */
+export interface TuneStarted extends EventBase {
+  type: "tune.started";
+  model: string;
+  target: string;
+  budget_s: number;
+  threads: number;
+  /** Kernels of the model. */
+  kernels: number;
+  tasks: TuneTask[];
+}
+
+/** One batch of one tuning task: submitted (`measuring` set, `batch_trials` 0) or measured. */
+export interface TuneProgress extends EventBase {
+  type: "tune.progress";
+  kernel: string;
+  workload: string;
+  /** Candidates of this task measured so far (valid or not). */
+  trials: number;
+  /** Candidates of every task measured so far. */
+  trials_total: number;
+  batch_trials: number;
+  /** Candidates of this batch discarded: invalid, crashed, timed out or miscompiled. */
+  discarded: number;
+  /** Of those, candidates whose outputs differed from the default schedule's. */
+  mismatched: number;
+  /** The best time of this task so far, µs: the schedule the compilation would take now, the stored candidate's or else the default's (the default schedule is a point of the space): never above default_us. */
+  best_us: number | null;
+  /** The default schedule's median time, µs (same child). */
+  default_us: number | null;
+  /** The best candidate's time so far, µs; it may be slower than the default (then the default is kept). */
+  candidate_us?: number | null;
+  /** A candidate beat the default (by the store margin, confirmed) and was stored; false: the default is kept. */
+  stored?: boolean;
+  elapsed_s: number;
+  budget_s: number;
+  /** Why candidates were discarded (first few). */
+  messages?: string[];
+  /** Set when the batch is submitted (before any result): its candidates, now being measured. */
+  measuring?: number;
+}
+
+export const TUNE_REASONS = ["budget", "stopped", "exhausted", "error"] as const;
+export type TuneReason = (typeof TUNE_REASONS)[number];
+
+export interface TunedKernel {
+  kernel: string;
+  workload: string;
+  default_us: number | null;
+  /** The kept schedule's time, µs: the stored candidate's, else the default's. */
+  best_us: number | null;
+  /** The best candidate's time, µs (may be above default_us). */
+  candidate_us?: number | null;
+  trials: number;
+  /** The kept schedule's trace ({}: the default schedule). */
+  trace: Record<string, number | string>;
+  /** Whether a record was added to the database (a trace better than the default). */
+  stored: boolean;
+}
+
+/** The tuning job ended (its budget spent, every space exhausted, stopped, or an error); what was found is stored. */
+export interface TuneFinished extends EventBase {
+  type: "tune.finished";
+  trials: number;
+  duration_s: number;
+  /** Ended by a stop request before the budget was spent. */
+  stopped: boolean;
+  /** Why a tuning job ended: its budget spent (no further candidate fitted in the time left), a stop request, every search space measured (or nothing to tune), or an error (see `error`). */
+  reason: TuneReason;
+  database: string;
+  tuned: TunedKernel[];
+  /** Why the search could not run (one line), when the service ended it: e.g. a model compiled in parts. */
+  error?: string;
+}
+
 export const STAGES = ["import", "passes", "lowering", "codegen", "run", "verify"] as const;
 export type Stage = (typeof STAGES)[number];
 
@@ -387,7 +575,7 @@ export interface CompileFailed extends EventBase {
   op?: string;
   kernel?: string;
   attribute?: string;
-  /** Set by the service when it ended the log itself: "worker_lost", "time_limit", "queue_lost", "internal". */
+  /** Set by the service when it ended the log itself: "worker_lost", "time_limit", "queue_lost", "internal", "compiler_lost" (the compiling child process died), "memory_cap" (refused under the worker's memory cap). */
   reason?: string;
 }
 
@@ -397,12 +585,16 @@ export type CompileEvent =
   | PassFinished
   | GraphFused
   | MemoryPlanned
+  | TuneApplied
   | KernelLowered
   | KernelCompiled
   | KernelTimed
   | ModelTimed
   | ModelVerified
   | ModelAccuracy
+  | TuneStarted
+  | TuneProgress
+  | TuneFinished
   | CompileFinished
   | CompileFailed;
 
@@ -415,12 +607,16 @@ export const EVENT_TYPES: readonly EventType[] = [
   "pass.finished",
   "graph.fused",
   "memory.planned",
+  "tune.applied",
   "kernel.lowered",
   "kernel.compiled",
   "kernel.timed",
   "model.timed",
   "model.verified",
   "model.accuracy",
+  "tune.started",
+  "tune.progress",
+  "tune.finished",
   "compile.finished",
   "compile.failed",
 ];
@@ -438,10 +634,14 @@ export const EVENT_STAGE: Readonly<Partial<Record<EventType, Stage>>> = {
   "pass.finished": "passes",
   "graph.fused": "passes",
   "memory.planned": "passes",
+  "tune.applied": "lowering",
   "kernel.lowered": "lowering",
   "kernel.compiled": "codegen",
   "kernel.timed": "run",
   "model.timed": "run",
   "model.verified": "verify",
   "model.accuracy": "passes",
+  "tune.started": "run",
+  "tune.progress": "run",
+  "tune.finished": "run",
 };

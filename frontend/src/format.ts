@@ -35,6 +35,16 @@ export function fmtSci(x: number | null | undefined): string {
   return x === 0 ? "0" : x.toExponential(2);
 }
 
+/** `word` or its plural for a count of `n`: plural(1, "node") = "node", plural(0, "node") = "nodes". */
+export function plural(n: number, word: string, many = `${word}s`): string {
+  return n === 1 ? word : many;
+}
+
+/** A count and its noun: count(1, "kernel") = "1 kernel", count(3, "kernel") = "3 kernels". */
+export function count(n: number, word: string, many?: string): string {
+  return `${n} ${plural(n, word, many)}`;
+}
+
 export function fmtShape(shape: Dim[] | null | undefined): string {
   if (!shape) return "?";
   return `[${shape.map((d) => (d === null ? "?" : String(d))).join(", ")}]`;

@@ -1,11 +1,12 @@
 /** Entry: picks the page for the URL and keeps it in step with history navigation. */
 import "./styles.css";
-import { emptyState, h, replace } from "./dom";
+import { h, replace } from "./dom";
 import { compilationPage, type CompilationPage } from "./pages/compilation";
 import { comparePage, type ComparePage } from "./pages/compare";
 import { authPage, userMenu } from "./pages/auth";
 import { startPage } from "./panes/start";
-import { currentView, linkTo, normalizeLocation, onNavigate } from "./router";
+import { currentView, normalizeLocation, onNavigate } from "./router";
+import { notFoundPage } from "./pages/notfound";
 import type { View } from "./urlstate";
 
 const root = document.getElementById("app") ?? document.body;
@@ -45,7 +46,7 @@ function show(v: View): void {
   window.scrollTo(0, 0);
   if (v.page === "start") replace(root, h("div", { class: "top-bar" }, userMenu()), startPage());
   else if (v.page === "signin" || v.page === "signup") replace(root, authPage(v.page, v.next));
-  else replace(root, h("main", { class: "start" }, emptyState(`No page at ${v.path}.`), linkTo(h("a", null, "Go to the start page"), { page: "start" })));
+  else replace(root, notFoundPage(`the page ${v.path}`, "The address may be mistyped, or the page may have moved."));
 }
 
 normalizeLocation();

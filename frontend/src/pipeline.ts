@@ -12,14 +12,15 @@ export interface PipelineEntry {
   group?: { name: string; options: string };
 }
 
-function entry(part: string): PipelineEntry {
+/** One pass entry `name{options}` (no group) as its name and option text. */
+export function entryOf(part: string): PipelineEntry {
   const brace = part.indexOf("{");
   if (brace < 0) return { name: part, options: "" };
   return { name: part.slice(0, brace).trim(), options: part.slice(brace + 1, part.lastIndexOf("}")).trim() };
 }
 
-/** Splits text at the commas outside braces and parentheses. */
-function topLevel(text: string): string[] {
+/** Splits text at the commas outside braces and parentheses (each part trimmed, empty parts dropped). */
+export function topLevelParts(text: string): string[] {
   const out: string[] = [];
   let depth = 0;
   let start = 0;
@@ -39,15 +40,15 @@ function topLevel(text: string): string[] {
 /** Splits pipeline text into its passes (a group's in order, once each); whitespace around entries is ignored. */
 export function splitPipeline(text: string): PipelineEntry[] {
   const out: PipelineEntry[] = [];
-  for (const part of topLevel(text)) {
+  for (const part of topLevelParts(text)) {
     const paren = part.indexOf("(");
     if (paren < 0) {
-      out.push(entry(part));
+      out.push(entryOf(part));
       continue;
     }
-    const group = entry(part.slice(0, paren).trim());
+    const group = entryOf(part.slice(0, paren).trim());
     const body = part.slice(paren + 1, part.lastIndexOf(")") < 0 ? part.length : part.lastIndexOf(")"));
-    for (const p of topLevel(body)) out.push({ ...entry(p), group: { name: group.name, options: group.options } });
+    for (const p of topLevelParts(body)) out.push({ ...entryOf(p), group: { name: group.name, options: group.options } });
   }
   return out;
 }

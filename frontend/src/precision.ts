@@ -4,13 +4,13 @@
  * layer table's rows and their sort, and the pipeline text that recompiles with one layer kept in FP32.
  */
 import type { FusedNode, GraphFused, ModelAccuracy } from "./events";
-import { splitPipeline } from "./pipeline";
+import { entryOf, splitPipeline, topLevelParts } from "./pipeline";
 
 export type Precision = "int8" | "bf16" | "fp16" | "fp32" | "convert";
 /** The reduced precisions of the quantize pass: layers with an SQNR on the heat map (int8 from its ops). */
 export const REDUCED: ReadonlySet<string> = new Set(["int8", "bf16", "fp16"]);
 
-const INT8_OPS = new Set(["QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "ConvInteger", "MatMulInteger"]);
+const INT8_OPS = new Set(["QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "ConvInteger", "MatMulInteger", "QLinearLookup"]);
 const CONVERT_OPS = new Set(["QuantizeLinear", "DequantizeLinear"]);
 
 /** A node's precision from its op: an integer op is int8, a Q/DQ converts, anything else computes in fp32. */
@@ -102,11 +102,13 @@ export function sortRows(rows: LayerRow[], key: SortKey, asc: boolean): LayerRow
  * character the option syntax cannot carry (space, comma, ``;``, braces).
  */
 export function excludePipeline(pipeline: string, node: string): string | null {
-  if (!node || /[\s,;{}=]/.test(node)) return null;
-  const entries = splitPipeline(pipeline);
-  const q = entries.findIndex((e) => e.name === "quantize");
+  if (!node || /[\s,;{}=()]/.test(node)) return null;
+  // Only the top-level quantize entry is rewritten; every other part (a fixed-point(...) group
+  // included) is kept as written, so the recompilation runs the same pipeline.
+  const parts = topLevelParts(pipeline);
+  const q = parts.findIndex((p) => !p.includes("(") && entryOf(p).name === "quantize");
   if (q < 0) return null;
-  const opts = entries[q].options.split(/[\s,]+/).filter((x) => x);
+  const opts = entryOf(parts[q]).options.split(/[\s,]+/).filter((x) => x);
   const i = opts.findIndex((o) => o.startsWith("exclude="));
   if (i < 0) opts.push(`exclude=${node}`);
   else {
@@ -114,8 +116,25 @@ export function excludePipeline(pipeline: string, node: string): string | null {
     if (names.includes(node)) return null;
     opts[i] = `exclude=${[...names, node].join(";")}`;
   }
-  entries[q] = { name: "quantize", options: opts.join(" ") };
-  return entries.map((e) => (e.options ? `${e.name}{${e.options}}` : e.name)).join(",");
+  parts[q] = `quantize{${opts.join(" ")}}`;
+  return parts.join(",");
+}
+
+/** The compile form's precision choices: fp32 leaves the pipeline as written. */
+export const FORM_PRECISIONS = ["fp32", "int8", "bf16", "fp16"] as const;
+
+/**
+ * The pipeline text for the compile form's precision field: ``pipeline`` itself for fp32, else with
+ * ``quantize{dtype=<precision>}`` appended (the pass places itself right before fuse-ops). Throws an
+ * Error naming the problem for a precision not in {@link FORM_PRECISIONS}, or a pipeline that already
+ * has a quantize pass (its own dtype option decides then).
+ */
+export function precisionPipeline(pipeline: string, precision: string): string {
+  if (!(FORM_PRECISIONS as readonly string[]).includes(precision)) throw new Error(`precision ${precision} is not one of ${FORM_PRECISIONS.join(", ")}`);
+  if (precision === "fp32") return pipeline;
+  if (splitPipeline(pipeline).some((e) => e.name === "quantize")) throw new Error(`the pipeline already has a quantize pass: set its dtype there, or choose precision fp32`);
+  const base = pipeline.trim();
+  return `${base ? `${base},` : ""}quantize{dtype=${precision}}`;
 }
 
 /** "39.3 dB", "equal" (999: no noise), or "–". */

@@ -3,7 +3,7 @@
  * (`/ws/compilations/<id>/comments/?after=<seq>`: reconnects after the last seq it applied, so
  * nothing is missed and, with the reducer in review.ts, nothing is shown twice).
  */
-import { request } from "./api";
+import { CLOSE_TOO_MANY_REQUESTS, request, retryAfterMs } from "./api";
 import { isReviewMessage, type Anchor, type Review, type ReviewComment, type ReviewMessage, type ReviewSummary, type Verdict } from "./review";
 
 export interface Me {
@@ -44,7 +44,8 @@ export interface CommentFeed {
   close(): void;
 }
 
-/** Follows the comment log after `lastSeq()`; reconnects (back-off up to 10 s) after a drop. */
+/** Follows the comment log after `lastSeq()`; reconnects (back-off up to 10 s) after a drop, and after a
+ * 4429 close (too many connections) when its reason says (`retryAfterMs`). */
 export function followComments(id: string, lastSeq: () => number, onMessage: (m: ReviewMessage) => void): CommentFeed {
   let ws: WebSocket | null = null;
   let closed = false;
@@ -66,8 +67,9 @@ export function followComments(id: string, lastSeq: () => number, onMessage: (m:
     ws.onclose = (e) => {
       ws = null;
       if (closed || e.code === 4404) return;
+      const wait = e.code === CLOSE_TOO_MANY_REQUESTS ? retryAfterMs(e.reason ?? "") : null;
       failures++;
-      timer = setTimeout(connect, Math.min(10000, 300 * 2 ** failures));
+      timer = setTimeout(connect, wait !== null ? wait * (1 + 0.2 * Math.random()) : Math.min(10000, 300 * 2 ** failures));
     };
   };
   connect();

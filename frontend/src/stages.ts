@@ -109,7 +109,8 @@ export function stageProgress(state: CompilationState): Record<Stage, StageView>
       const ms = state.finished.stage_ms?.[stage];
       return e.complete || e.reached || (ms !== undefined && ms > 0) ? "done" : "skipped";
     }
-    if (state.nextSeq === 0) return "waiting";
+    // A tuning compilation searches first (tune.*, the tuning pane): its stages wait until the compile begins.
+    if (state.nextSeq === 0 || (state.tuning && !state.tuning.finished && !state.started)) return "waiting";
     const cur = firstOpen >= 0 ? firstOpen : STAGES.length;
     return i < cur ? "done" : i === cur ? "running" : "waiting";
   };

@@ -23,10 +23,12 @@ import type {
   PassFinished,
   PassStarted,
   Stage,
+  TuneApplied,
   UnknownEvent,
 } from "./events";
 import { EVENT_STAGE, isKnownEvent } from "./events";
 import { splitPipeline } from "./pipeline";
+import { foldTune, initialTuning, type TuningState } from "./tuning";
 
 export interface KernelState {
   name: string;
@@ -56,6 +58,10 @@ export interface CompilationState {
   accuracy?: ModelAccuracy;
   finished?: CompileFinished;
   failed?: CompileFailed;
+  /** Auto-tuning before the compile (tune.started / tune.progress / tune.finished), if any. */
+  tuning?: TuningState;
+  /** How many kernels took a schedule from the tuning database (tune.applied). */
+  tuneApplied?: TuneApplied;
   /** The stage the latest event belongs to. */
   stage?: Stage;
 }
@@ -103,11 +109,14 @@ function withKernel(
   return { ...state, kernels };
 }
 
+const TUNE_SEARCH = new Set(["tune.started", "tune.progress", "tune.finished"]);
+
 function apply(state: CompilationState, event: CompileEvent | UnknownEvent): CompilationState {
   if (!isKnownEvent(event)) return state;
   const next = applyKnown(state, event);
   // The stage each event type belongs to comes from the schema (compiler/events/schema.py).
-  const stage = EVENT_STAGE[event.type];
+  // The search before a tuning compilation (tune.started/progress/finished) is no compiler stage.
+  const stage = TUNE_SEARCH.has(event.type) ? undefined : EVENT_STAGE[event.type];
   return stage === undefined ? next : { ...next, stage };
 }
 
@@ -135,10 +144,21 @@ function applyKnown(state: CompilationState, event: CompileEvent): CompilationSt
       return { ...state, verification: event };
     case "model.accuracy":
       return { ...state, accuracy: event };
+    case "tune.applied":
+      return { ...state, tuneApplied: event };
+    case "tune.started":
+    case "tune.progress":
+    case "tune.finished":
+      return { ...state, tuning: foldTune(state.tuning ?? initialTuning(), event, event.type) };
     case "compile.finished":
       return { ...state, finished: event, running: undefined };
     case "compile.failed":
       return { ...state, failed: event, running: undefined };
+    case "tune.applied":
+    case "tune.started":
+    case "tune.progress":
+    case "tune.finished":
+      return state; // tuning events are read by the tuning view, not this reducer
   }
 }
 

@@ -6,7 +6,8 @@
  *   /c/<id>/kernels                    the kernels list
  *   /c/<id>/remarks                    the remarks           (?pass=<name>&kind=applied|missed|analysis filter them, ?remark=<n>:<r> marks remark r of pass n)
  *   /c/<id>/pass/<n>                   IR after pass n       (?diff=1 for the diff to pass n-1, ?line=<k> marks a line)
- *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm, ?line=<k> marks a line)
+ *   /c/<id>/kernel/<name>              one kernel            (?tab=loop|llvm|opt|optdiff|asm, ?line=<k> marks a line, ?node=<name> selects an ONNX node,
+ *                                                            ?panes=onnx,graph,loop,llvm,opt,asm the texts beside the tab; empty: none)
  *   /c/<id>/graph                      fusion graph          (?node=<name> selects a node)
  *   /c/<id>/comments                   the conversation      (?status=open|resolved|outdated|all&kind=<anchor kind>)
  *   /c/<id>/comments/<cid>             one comment's thread, beside its anchor (commentlink.ts)
@@ -24,6 +25,20 @@ const REMARK_KINDS: readonly string[] = ["applied", "missed", "analysis"];
 
 export type KernelTab = "loop" | "llvm" | "opt" | "optdiff" | "asm";
 export const KERNEL_TABS: readonly KernelTab[] = ["loop", "llvm", "opt", "optdiff", "asm"];
+/**
+ * A text that can be shown beside a kernel's tab (`?panes=`): the kernel's ONNX nodes as imported, the
+ * final graph IR, or one of the kernel's own texts. Listed in source-to-machine order (the order the
+ * panes stand in, left to right).
+ */
+export type PaneText = "onnx" | "graph" | "loop" | "llvm" | "opt" | "asm";
+export const PANE_TEXTS: readonly PaneText[] = ["onnx", "graph", "loop", "llvm", "opt", "asm"];
+
+/** `?panes=` text -> the panes it names (known ones, each once, in PANE_TEXTS order); null when absent. */
+export function parsePanes(q: string | null): PaneText[] | null {
+  if (q === null) return null;
+  const named = new Set(q.split(","));
+  return PANE_TEXTS.filter((t) => named.has(t));
+}
 
 export type View =
   | { page: "start" }
@@ -31,7 +46,7 @@ export type View =
   | { page: "compilation"; id: string; view: "remarks"; pass?: string; kind?: RemarkKind; remark?: string }
   | { page: "compilation"; id: string; view: "kernels" }
   | { page: "compilation"; id: string; view: "pass"; pass: number; diff: boolean; line?: number }
-  | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab; line?: number }
+  | { page: "compilation"; id: string; view: "kernel"; kernel: string; tab: KernelTab; line?: number; node?: string; panes?: PaneText[] }
   | { page: "compilation"; id: string; view: "graph"; node: string | null }
   | { page: "compilation"; id: string; view: "comments"; comment?: number; status?: string; kind?: string }
   | { page: "signin"; next?: string }
@@ -100,7 +115,9 @@ export function parseUrl(pathname: string, search = ""): View {
     const t = q.get("tab");
     const tab: KernelTab = t !== null && (KERNEL_TABS as readonly string[]).includes(t) ? (t as KernelTab) : "loop";
     const line = q.get("line");
-    return { page: "compilation", id, view: "kernel", kernel, tab, ...(line !== null && /^[1-9]\d*$/.test(line) ? { line: Number(line) } : {}) };
+    const node = q.get("node");
+    const panes = parsePanes(q.get("panes"));
+    return { page: "compilation", id, view: "kernel", kernel, tab, ...(line !== null && /^[1-9]\d*$/.test(line) ? { line: Number(line) } : {}), ...(node ? { node } : {}), ...(panes ? { panes } : {}) };
   }
   if (kind === "comments" && (parts.length === 3 || (parts.length === 4 && /^\d+$/.test(parts[3])))) {
     const status = q.get("status");
@@ -150,6 +167,8 @@ export function formatUrl(v: View): string {
       const q = new URLSearchParams();
       if (v.tab !== "loop") q.set("tab", v.tab);
       if (v.line !== undefined) q.set("line", String(v.line));
+      if (v.node) q.set("node", v.node);
+      if (v.panes) q.set("panes", v.panes.join(","));
       const qs = q.toString();
       return `${base}/kernel/${encodeURIComponent(v.kernel)}${qs ? `?${qs}` : ""}`;
     }
@@ -179,4 +198,14 @@ export function canonicalUrl(pathname: string, search = "", hash = ""): string |
   if (v.page === "notfound") return null;
   const url = formatUrl(v);
   return url === pathname + search ? null : url + hash;
+}
+
+/**
+ * Where the app goes once the user is signed in: `next` (a path of this site) unless it is missing or
+ * is the sign-in or sign-up page itself (a header link followed from one of them), then the start page.
+ */
+export function afterSignIn(next?: string): string {
+  if (!next || !next.startsWith("/") || next.startsWith("//")) return "/";
+  const path = next.split(/[?#]/)[0].replace(/\/+$/, "");
+  return path === "/signin" || path === "/signup" ? "/" : next;
 }

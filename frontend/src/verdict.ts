@@ -9,7 +9,7 @@
  * the panes turn them into text nodes (dom.ts), never HTML.
  */
 import type { ModelVerified, OutputVerification, StorageSummary } from "./events";
-import { fmtSci } from "./format";
+import { fmtSci, plural } from "./format";
 
 export type VerdictKind = "passed" | "differ" | "not-verified";
 
@@ -121,10 +121,6 @@ export function headerVerdict(v: ModelVerified | undefined): { kind: VerdictKind
   const text = kind === "passed" ? "verified" : kind === "differ" ? "verification failed" : "not verified";
   const title = kind === "not-verified" ? `not verified: ${notVerifiedReason(v)}` : `${HEADLINE[kind]} (max abs error ${fmtSci(v.max_abs_error)})`;
   return { kind, text, title };
-}
-
-function plural(n: number, word: string): string {
-  return n === 1 ? word : `${word}s`;
 }
 
 /**

@@ -5,9 +5,36 @@ import type { CompileEvent } from "../src/events";
 import { EVENTS } from "./fixture";
 
 describe("kernel rows", () => {
+  it("before any timing, sorted by time: in execution order (kernel.lowered's order), never relu_1, relu_10, relu_2", () => {
+    // lowered in the program's order: relu_2 runs before relu_10, which runs before relu_1 (names from the graph, not the order)
+    const names = ["relu_2", "relu_10", "relu_1", "conv_3"];
+    const evs: CompileEvent[] = names.map((k, i) => ({ seq: i, type: "kernel.lowered", ts: 0, kernel: k, group: `g${i}`, loop_ir: "", schedule: "" }));
+    const rows = kernelRows(reduceAll(evs));
+    expect(sortRows(rows, "us", true).map((r) => r.kernel)).toEqual(names);
+    expect(sortRows(rows, "us", false).map((r) => r.kernel)).toEqual(names);
+    // one timed: it leads, the rest keep execution order
+    const timed: CompileEvent = { seq: 4, type: "kernel.timed", ts: 0, kernel: "relu_1", median_us: 5, flops: 0, bytes: 0, gflops: 1, gbps: 1 };
+    expect(sortRows(kernelRows(reduceAll([...evs, timed])), "us", true).map((r) => r.kernel)).toEqual(["relu_1", "relu_2", "relu_10", "conv_3"]);
+  });
+
+  it("sorted by name: natural order (relu_2 before relu_10)", () => {
+    const evs: CompileEvent[] = ["relu_10", "relu_1", "relu_2"].map((k, i) => ({ seq: i, type: "kernel.lowered", ts: 0, kernel: k, group: `g${i}`, loop_ir: "", schedule: "" }));
+    expect(sortRows(kernelRows(reduceAll(evs)), "kernel", false).map((r) => r.kernel)).toEqual(["relu_1", "relu_2", "relu_10"]);
+  });
+
   it("joins groups, lowering and timings", () => {
     const rows = kernelRows(reduceAll(EVENTS));
-    expect(rows).toEqual([{ kernel: "fused_conv1_relu1", ops: ["Conv", "Relu"], kind: "out-elementwise-fusable", us: 40, us1: null, threads: null, share: 1, gflops: 0.025, gbps: 0.05, status: "timed" }]);
+    expect(rows).toEqual([{ kernel: "fused_conv1_relu1", ops: ["Conv", "Relu"], kind: "out-elementwise-fusable", us: 40, us1: null, threads: null, share: 1, gflops: 0.025, gbps: 0.05, status: "timed", source: "default", sourceNote: "the rule-based default schedule", order: 0 }]);
+  });
+
+  it("names an unfused kernel's ops from kernel.lowered (O1: no graph.fused), never its status", () => {
+    const o1: CompileEvent[] = [
+      { seq: 0, type: "kernel.lowered", ts: 0, kernel: "k_stem_conv", group: "stem_conv", loop_ir: "", schedule: "", nodes: ["stem_conv"], ops: ["Conv"] },
+      { seq: 1, type: "kernel.lowered", ts: 0, kernel: "k_stem_relu", group: "stem_relu", loop_ir: "", schedule: "", nodes: ["stem_relu"], ops: ["Relu"] },
+      { seq: 2, type: "kernel.lowered", ts: 0, kernel: "k_old", group: "old", loop_ir: "", schedule: "" },
+    ];
+    const rows = kernelRows(reduceAll(o1));
+    expect(Object.fromEntries(rows.map((r) => [r.kernel, r.ops]))).toEqual({ k_stem_conv: ["Conv"], k_stem_relu: ["Relu"], k_old: [] });
   });
 
   it("carries the thread count and the 1-thread time, sortable", () => {

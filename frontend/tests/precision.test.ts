@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import type { CompileEvent, FusedNode, ModelAccuracy, ModelTimed } from "../src/events";
 import { summaryPane } from "../src/panes/summary";
-import { excludePipeline, fmtDb, layerRows, nodePrecisions, opPrecision, sortRows, sqnrColour, SQNR_BANDS } from "../src/precision";
+import { excludePipeline, fmtDb, layerRows, nodePrecisions, opPrecision, precisionPipeline, sortRows, sqnrColour, SQNR_BANDS } from "../src/precision";
 import { reduceAll } from "../src/state";
 import { EVENTS } from "./fixture";
 
@@ -78,6 +78,11 @@ describe("excludePipeline", () => {
     expect(excludePipeline(P, "a,b")).toBeNull();
     expect(excludePipeline(P, "x y")).toBeNull();
   });
+  it("keeps a fixed-point group as written (the server's expanded pipelines start with one)", () => {
+    const G = "fixed-point(resolve-sequences,inline-control-flow),resolve-sequences{final=true},quantize{dtype=int8},fuse-ops";
+    expect(excludePipeline(G, "conv2")).toBe("fixed-point(resolve-sequences,inline-control-flow),resolve-sequences{final=true},quantize{dtype=int8 exclude=conv2},fuse-ops");
+    expect(excludePipeline("fixed-point(quantize{dtype=int8})", "conv2")).toBeNull();
+  });
 });
 
 describe("summary: precision card", () => {
@@ -105,6 +110,22 @@ describe("summary: precision card", () => {
   });
 });
 
+describe("summary: details that arrive after the last event", () => {
+  it("draws the card again when the compilation's details come, so keep-in-FP32 is offered", () => {
+    const events: CompileEvent[] = [...EVENTS];
+    events.splice(events.length - 1, 0, { ...ACC, seq: events.length - 1 });
+    const state = reduceAll(events);
+    const view = { page: "compilation", id: "abc", view: "summary" } as never;
+    const pane = summaryPane();
+    pane.update({ id: "abc", state, view, meta: null });
+    const before = pane.el.querySelector('.precision tr[data-node="conv2"] button.keep-fp32') as HTMLButtonElement;
+    expect(before.disabled).toBe(true);
+    pane.update({ id: "abc", state, view, meta: { id: "abc", status: "succeeded", target: "host", pipeline: "fixed-point(inline-control-flow),quantize{dtype=int8}", input_shapes: {}, model: { id: "m1" } } });
+    const after = pane.el.querySelector('.precision tr[data-node="conv2"] button.keep-fp32') as HTMLButtonElement;
+    expect(after.disabled).toBe(false);
+  });
+});
+
 describe("compare: layer by layer", () => {
   it("aligns an FP32 and an INT8 compilation by layer with SQNR and time saved", async () => {
     const { layerAlign } = await import("../src/pages/compareRows");
@@ -116,5 +137,24 @@ describe("compare: layer by layer", () => {
     expect(rows[0].slice(0, 4)).toEqual(["conv1", "fp32", "int8", "38.0 dB"]);
     expect(rows[0][6]).toContain("60");
     expect(layerAlign(fp32, fp32)).toBeNull();
+  });
+});
+
+describe("precisionPipeline (the compile form's precision field)", () => {
+  it("leaves the pipeline as written for fp32 and appends quantize with the dtype otherwise", () => {
+    expect(precisionPipeline("O2", "fp32")).toBe("O2");
+    expect(precisionPipeline("O2", "int8")).toBe("O2,quantize{dtype=int8}");
+    expect(precisionPipeline(" O1 ", "fp16")).toBe("O1,quantize{dtype=fp16}");
+    expect(precisionPipeline("", "bf16")).toBe("quantize{dtype=bf16}");
+  });
+
+  it("names the problem for an unknown precision or a pipeline that already quantizes", () => {
+    expect(() => precisionPipeline("O2", "int4")).toThrow(/precision int4 is not one of fp32, int8, bf16, fp16/);
+    expect(() => precisionPipeline("O2,quantize{dtype=bf16}", "int8")).toThrow(/already has a quantize pass/);
+    expect(precisionPipeline("O2,quantize{dtype=bf16}", "fp32")).toBe("O2,quantize{dtype=bf16}");
+  });
+
+  it("colours a lookup table as an int8 op", () => {
+    expect(opPrecision("QLinearLookup")).toBe("int8");
   });
 });

@@ -3,7 +3,7 @@
  * the assembly filter's shown lines. The maps below are what the .loc / !dbg lines of the texts say. */
 import { describe as group, expect, it } from "vitest";
 import { DEFAULT_FILTERS, filterAsm } from "../src/asmfilter";
-import { describe, lineMap, loopLineOf, relatedLines } from "../src/provenance";
+import { describe, lineMap, linesOfNode, loopLineOf, nodesOfLine, originLine, related, relatedLines, statementLines } from "../src/provenance";
 import type { KernelState } from "../src/state";
 
 const LOOP_IR = ["@T.prim_func", "def relu_1(X: T.Buffer((64,), \"f32\", \"arena\"), Y: T.Buffer((64,), \"f32\", \"arena\")):",
@@ -50,5 +50,69 @@ group("provenance", () => {
   it("maps nothing for a kernel compiled before the maps existed", () => {
     const old: KernelState = { name: "k", compiled: { ...kernel.compiled!, asm_loop_lines: undefined } };
     expect(relatedLines(lineMap(old, "asm"), 5)).toEqual([]);
+  });
+
+  it("relates a selected line to the lines of every text at once and to the kernel's ONNX nodes", () => {
+    const f = filterAsm(ASM, DEFAULT_FILTERS);
+    const shown = f.text.split("\n");
+    const r = related(kernel, { loopLine: 5 }, f.origin);
+    expect(r.loop).toEqual([5]);
+    expect(r.llvm).toEqual([2, 3]);
+    expect(r.opt).toEqual([2, 3]);
+    expect(r.asm.map((l) => shown[l - 1].trim())).toEqual(["vmaxps\t(%rdi,%rax), %zmm0, %zmm1", "vmovups\t%zmm1, (%rsi,%rax)"]);
+    expect(r.nodes).toEqual(["relu_1"]);
+    // the signature line computes nothing: no node, no generated code
+    expect(related(kernel, { loopLine: 2 })).toEqual({ loop: [2], llvm: [], opt: [], asm: [], nodes: [] });
+    expect(related(kernel, null)).toEqual({ loop: [], llvm: [], opt: [], asm: [], nodes: [] });
+  });
+
+  it("relates an ONNX node to its kernel's origin line, statements and their code; another node to nothing", () => {
+    expect(statementLines(LOOP_IR)).toEqual([4, 5]);
+    expect(originLine(LOOP_IR)).toBe(3);
+    const r = related(kernel, { node: "relu_1" });
+    expect(r.loop).toEqual([3, 4, 5]);
+    expect(r.asm).toEqual([4, 6, 9, 10, 12, 13, 14]);
+    expect(r.llvm).toEqual([2, 3, 4]);
+    expect(r.nodes).toEqual(["relu_1"]);
+    expect(related(kernel, { node: "conv_0" }).loop).toEqual([]);
+  });
+});
+
+// A fused Conv + Relu: the accumulator lines compute the Conv alone, the store into Y both (line_nodes).
+const FUSED_IR = ["@T.prim_func", "def k(X: T.Buffer((8,), \"f32\", \"arena\"), Y: T.Buffer((8,), \"f32\", \"arena\")):",
+  "    # origin: conv_0, relu_0", "    for i in T.serial(8):", "        acc = T.alloc_buffer((1,), \"f32\", \"local\")",
+  "        acc[0] = X[i] * T.f32(2.0)", "        Y[i] = T.max(acc[0], T.f32(0.0))"].join("\n");
+const FUSED_ASM_LINES = [0, 0, 6, 7, 7, -4];
+const fused: KernelState = {
+  name: "k",
+  lowered: { type: "kernel.lowered", seq: 5, ts: 0, kernel: "k", group: "g0", loop_ir: FUSED_IR, schedule: "",
+    nodes: ["conv_0", "relu_0"], line_nodes: [[], [], [], [0, 1], [0, 1], [0], [0, 1]] },
+  compiled: { type: "kernel.compiled", seq: 6, ts: 0, kernel: "k", llvm_ir: "", llvm_ir_optimized: "", compile_ms: 1,
+    asm: "k:\n\t.loc\t0 6 1\n\tvmulss\t%xmm0, %xmm1, %xmm1\n\tvmaxss\t%xmm2, %xmm1, %xmm1\n\tvmovss\t%xmm1, (%rsi)\n\tretq",
+    asm_loop_lines: FUSED_ASM_LINES },
+};
+
+group("provenance per statement", () => {
+  it("names only the nodes a statement computes", () => {
+    expect(nodesOfLine(fused, 6)).toEqual(["conv_0"]);
+    expect(nodesOfLine(fused, 7)).toEqual(["conv_0", "relu_0"]);
+    expect(nodesOfLine(fused, 2)).toEqual([]);
+    expect(related(fused, { loopLine: 6 }).nodes).toEqual(["conv_0"]);
+    expect(related(fused, { loopLine: 3 }).nodes).toEqual(["conv_0", "relu_0"]); // the origin line
+    expect(describe(fused, 6)).toBe("loop IR line 6: acc[0] = X[i] * T.f32(2.0) · ONNX node conv_0");
+  });
+
+  it("relates a node to the statements computing it and their instructions only", () => {
+    expect(linesOfNode(fused, "relu_0")).toEqual([4, 5, 7]);
+    expect(linesOfNode(fused, "conv_0")).toEqual([4, 5, 6, 7]);
+    const r = related(fused, { node: "relu_0" });
+    expect(r.loop).toEqual([3, 4, 5, 7]);
+    expect(r.asm).toEqual([4, 5, 6]); // vmaxss, vmovss (line 7) and retq (attributed to the loop, line 4)
+  });
+
+  it("falls back to every statement for a kernel event without line_nodes", () => {
+    const old: KernelState = { ...fused, lowered: { ...fused.lowered!, line_nodes: undefined } };
+    expect(nodesOfLine(old, 6)).toEqual(["conv_0", "relu_0"]);
+    expect(linesOfNode(old, "relu_0")).toEqual([4, 5, 6, 7]);
   });
 });

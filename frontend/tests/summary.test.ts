@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 /** The summary pane in a DOM (happy-dom): the three accuracy states, notes and the storage line, all as text. */
 import { describe, expect, it } from "vitest";
-import type { ModelVerified } from "../src/events";
+import type { DimRangePlan, ModelVerified } from "../src/events";
 import { summaryPane, unbrokenNumbers } from "../src/panes/summary";
 import { reduceAll } from "../src/state";
 import { DIFFER, eventsWith, FLOAT16_PASSED, NOT_VERIFIED, PASSED, STORAGE } from "./verification";
@@ -110,10 +110,68 @@ describe("summary pane: input values", () => {
 });
 
 describe("summary pane: dim ranges", () => {
-  it("says one artifact serves the range and whose passes are shown", () => {
-    const meta = { id: "abc", status: "succeeded", target: "host", pipeline: "", input_shapes: { data: ["N", 3, 224, 224] }, model: { name: "m.onnx" }, dim_ranges: { N: [1, 8] } };
-    const line = card(render(eventsWith(PASSED), meta), "Model").querySelector(".dim-range");
-    expect(line?.textContent).toBe("One artifact for N = 1..8: each size compiled and specialized; the passes, kernels and memory shown are N = 8's");
+  const meta = (ranges: Record<string, [number, number]>) => ({ id: "abc", status: "succeeded", target: "host", pipeline: "", input_shapes: { data: ["N", 3, 16, 16] }, model: { name: "m.onnx" }, dim_ranges: ranges });
+  /** The fixture compiled with data declared [N, 3, 16, 16] (output [N, 8, 16, 16] or `outShape`) and `plan` as the memory plan's dim_range remark. */
+  const ranged = (plan: DimRangePlan | undefined, outShape: (number | string | null)[] = ["N", 8, 16, 16], boundN = 1) => eventsWith(PASSED).map((e) => {
+    if (e.type === "pass.finished") return { ...e, ir: `graph @tiny(%data: f32[${boundN}, 3, 16, 16]) {\n  %relu1 = Relu(%data) : f32[${boundN}, 8, 16, 16]\n  return %relu1\n}\n` };
+    if (e.type === "compile.started") return { ...e, model: { ...e.model, inputs: [{ ...e.model.inputs[0], shape: ["N", 3, 16, 16] }], outputs: [{ ...e.model.outputs[0], shape: outShape }] } };
+    if (e.type === "memory.planned" && plan) return { ...e, dim_range: plan };
+    return e;
+  });
+  const lines = (el: HTMLElement) => [...card(el, "Model").querySelectorAll(".dim-range")].map((x) => x.textContent);
+  const outShape = (el: HTMLElement) => card(el, "Model").querySelector('tr[data-io="relu1"] .bound-shape')?.textContent;
+  const RUNTIME: DimRangePlan = { dim: "N", min: 1, max: 8, mode: "run-time", message: "one set of kernels compiled for N=1 serves N=1..8: N is a run-time argument of the entry function (1 kernel takes N inside its loops, 0 of them GEMM-class; 1 kernel over per-sample buffers loop N times (k: not proven))" };
+
+  it("a run-time range: one set of kernels, the compiler's own reason, the output's batch axis as N", () => {
+    const el = render(ranged(RUNTIME), meta({ N: [1, 8] }));
+    expect(lines(el)).toEqual(["One artifact for N = 1..8: one set of kernels compiled for N = 1 serves every size, N a run-time loop bound; the passes and kernels shown are N = 1's, the memory N = 8's"]);
+    expect(card(el, "Model").querySelector(".dim-range-detail")?.textContent).toBe(RUNTIME.message);
+    // the passes bound relu1 at N = 1: shown as the ranged dim, like the input
+    expect(outShape(el)).toBe("[N, 8, 16, 16]");
+    expect(card(el, "Model").querySelector('tr[data-io="data"] .bound-shape')?.textContent).toBe("[N, 3, 16, 16]");
+  });
+
+  it("an output declared with another symbol is shown as the ranged dim when bound to its shown size", () => {
+    expect(outShape(render(ranged(RUNTIME, ["unk__0", 8, 16, 16]), meta({ N: [1, 8] })))).toBe("[N, 8, 16, 16]");
+    // a fixed declared axis stays a number
+    expect(outShape(render(ranged(RUNTIME, [1, 8, 16, 16]), meta({ N: [1, 8] })))).toBe("[1, 8, 16, 16]");
+  });
+
+  it("a specialized range: each size compiled, the events are the maximum's", () => {
+    const plan: DimRangePlan = { dim: "N", min: 1, max: 8, mode: "specialized", message: "specialized: one compilation per size of N (8), every kernel for its size; N is not a run-time argument because node 'bn' computes across samples" };
+    const el = render(ranged(plan, ["unk__0", 8, 16, 16], 8), meta({ N: [1, 8] }));
+    expect(lines(el)).toEqual(["One artifact for N = 1..8: each size of N compiled and specialized; the passes, kernels and memory shown are N = 8's"]);
+    expect(card(el, "Model").querySelector(".dim-range-detail")?.textContent).toContain("node 'bn' computes across samples");
+    expect(outShape(el)).toBe("[N, 8, 16, 16]"); // bound at N = 8, the size shown
+    // a symbolic output axis bound to another size than the shown one is not the ranged dim
+    expect(outShape(render(ranged(plan, ["unk__0", 8, 16, 16], 1), meta({ N: [1, 8] })))).toBe("[1, 8, 16, 16]");
+  });
+
+  it("two ranged dims: the other dim specialized per the remark, the batch dim at run time", () => {
+    const plan: DimRangePlan = { ...RUNTIME, message: `S=16..32 specialized: one compilation per size of S (17), each serving N=1..8; ${RUNTIME.message}` };
+    const el = render(ranged(plan), meta({ N: [1, 8], S: [16, 32] }));
+    expect(lines(el)).toEqual([
+      "One artifact for N = 1..8: one set of kernels compiled for N = 1 serves every size, N a run-time loop bound; the passes and kernels shown are N = 1's, the memory N = 8's",
+      "One artifact for S = 16..32: each size of S compiled and specialized; the passes, kernels and memory shown are S = 32's",
+    ]);
+  });
+
+  it("before the memory plan only the range is stated; no range, no line", () => {
+    expect(lines(render(ranged(undefined).filter((e) => e.type !== "memory.planned"), meta({ N: [1, 8] })))).toEqual(["One artifact for N = 1..8 (how the range is served is known once memory is planned)"]);
     expect(card(render(eventsWith(PASSED)), "Model").querySelector(".dim-range")).toBeNull();
+  });
+});
+
+describe("summary pane: memory", () => {
+  const withPlan = (arena: number, noSharing: number, n: number) => eventsWith(PASSED).map((e) => (e.type === "memory.planned"
+    ? { ...e, arena_bytes: arena, no_sharing_bytes: noSharing, lower_bound_bytes: arena, buffers: Array.from({ length: n }, (_, i) => ({ value: `v${i}`, offset: 0, size: arena, first: i, last: i })) }
+    : e));
+  it("counts one buffer in the singular", () => {
+    expect(text(card(render(withPlan(4096, 8192, 1)), "Memory"))).toContain("1 buffer; the arena is 50.0% of no sharing");
+  });
+  it("says an empty plan is empty, not a percentage of nothing", () => {
+    const memory = text(card(render(withPlan(0, 0, 0)), "Memory"));
+    expect(memory).toContain("0 buffers: the model needs no intermediate memory, so the arena is empty");
+    expect(memory).not.toContain("of no sharing");
   });
 });

@@ -71,6 +71,7 @@ describe("url state", () => {
       { page: "compilation", id: "abc", view: "remarks", kind: "applied" },
       { page: "compilation", id: "abc", view: "pass", pass: 2, diff: true },
       { page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "asm" },
+      { page: "compilation", id: "abc", view: "kernel", kernel: "k", tab: "loop", node: "conv/1 &x" },
       { page: "compilation", id: "abc", view: "graph", node: "n" },
     ];
     for (const v of views) {

@@ -11,6 +11,9 @@ import { edgeLabelText, groupColour, groupStroke, type BuiltGraph } from "./buil
 import { heatBand, heatInk, timeShares, UNTIMED_COLOUR } from "./heat";
 import { minimap } from "./minimap";
 
+/** How long after the last pan or zoom input the graph's text is drawn again (ms). */
+export const MOVING_REST_MS = 150;
+
 export interface DrawInput {
   laid: ElkNode;
   built: BuiltGraph;
@@ -202,8 +205,18 @@ export function draw(input: DrawInput): Drawing {
     k = nk;
     apply();
   };
+  // While the user pans or zooms, text is not drawn (as Cytoscape.js's hideLabelsOnViewport): its
+  // raster is most of a frame's cost on a large graph (DenseNet-121: about half); it returns
+  // MOVING_REST_MS after the last input. Programmatic moves (fit, the buttons, the minimap) keep it.
+  let rest = 0;
+  const moving = () => {
+    root.classList.add("moving");
+    clearTimeout(rest);
+    rest = window.setTimeout(() => root.classList.remove("moving"), MOVING_REST_MS);
+  };
   root.addEventListener("wheel", (e) => {
     e.preventDefault();
+    moving();
     const r = root.getBoundingClientRect();
     zoomAt(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
   }, { passive: false });
@@ -215,6 +228,7 @@ export function draw(input: DrawInput): Drawing {
   });
   root.addEventListener("pointermove", (e) => {
     if (!drag) return;
+    moving();
     tx = drag.tx + e.clientX - drag.x;
     ty = drag.ty + e.clientY - drag.y;
     apply();

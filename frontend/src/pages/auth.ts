@@ -2,6 +2,7 @@
 import { h, replace } from "../dom";
 import { linkTo } from "../router";
 import { auth, currentUser } from "../reviewapi";
+import { afterSignIn } from "../urlstate";
 
 export function authPage(kind: "signin" | "signup", next?: string): HTMLElement {
   const user = h("input", { name: "username", autocomplete: "username", required: true, "aria-label": "Username" });
@@ -9,14 +10,25 @@ export function authPage(kind: "signin" | "signup", next?: string): HTMLElement 
   const err = h("p", { class: "error auth-error", role: "alert" });
   const go = h("button", { class: "btn primary", type: "submit" }, kind === "signin" ? "Sign in" : "Create account");
   const form = h("form", { class: "auth-form" }, h("label", null, "Username ", user), h("label", null, "Password ", pass), go, err);
+  const label = go.textContent ?? "";
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
+    go.disabled = true;
+    go.textContent = kind === "signin" ? "Signing in…" : "Creating the account…";
+    replace(err);
     try {
       await (kind === "signin" ? auth.login(user.value, pass.value) : auth.signup(user.value, pass.value));
-      location.assign(next ?? "/");
+      // replace, not assign: Back does not return to the form, and the address bar leaves /signin at once
+      location.replace(afterSignIn(next));
     } catch (x) {
+      go.disabled = false;
+      go.textContent = label;
       replace(err, x instanceof Error ? x.message : String(x));
     }
+  });
+  // Already signed in (a bookmarked /signin, Back into it): on to where the form would have gone.
+  void currentUser().then((me) => {
+    if (me.user) location.replace(afterSignIn(next));
   });
   const other = kind === "signin"
     ? h("p", { class: "muted" }, "No account? ", linkTo(h("a", null, "Create one"), { page: "signup", next }))

@@ -11,10 +11,12 @@ import { fmtMs, fmtUs } from "../format";
 import { graphIr } from "../lang/graphir";
 import { linkTo } from "../router";
 import { initialState, isDone, reduce } from "../state";
-import { layerAlign, overview, ratio, type CompareSide } from "./compareRows";
+import { layerAlign, overview, passAlign, ratio, type CompareSide } from "./compareRows";
 import { anchorLabel, type ReviewComment } from "../review";
 import { reviewApi } from "../reviewapi";
 import { trustedCommentHtml } from "../panes/comments";
+import { userMenu } from "./auth";
+import { notFoundBody } from "./notfound";
 
 /** One side's threads on the compare page: anchor, author, body, a link to each. */
 function sideComments(id: string, label: string, out: HTMLElement): void {
@@ -50,7 +52,7 @@ export interface ComparePage {
 export function comparePage(ids: [string, string]): ComparePage {
   const sides: Side[] = ids.map((id) => ({ id, state: initialState(), meta: null, feed: null, missing: false }));
   const links = sides.map((s, i) => linkTo(h("a", null, `${i === 0 ? "A" : "B"}: ${s.id}`), { page: "compilation", id: s.id, view: "summary" }));
-  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), h("span", { class: "muted" }, "Compare"), links[0], h("span", null, "vs"), links[1]);
+  const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), h("span", { class: "muted" }, "Compare"), links[0], h("span", null, "vs"), links[1], h("span", { class: "spacer" }), userMenu());
   const over = h("section", { class: "card" });
   const passes = h("section", { class: "card" });
   const kernels = h("section", { class: "card" });
@@ -62,7 +64,9 @@ export function comparePage(ids: [string, string]): ComparePage {
   sideComments(ids[1], "B", commentsB);
   const comments = h("section", { class: "card compare-comments" }, h("h3", null, "Comments"), h("div", { class: "compare-comment-cols" }, commentsA, commentsB));
   const layers = h("section", { class: "card compare-layers" });
-  const el = h("div", { class: "compare" }, header, h("div", { class: "compare-body" }, over, passes, kernels, layers, h("section", { class: "card" }, irHead, irHost), comments));
+  /** "Not found: compilation “x”" for a side the server has no visible compilation for (HTTP 404 / WebSocket 4404). */
+  const missingNote = h("div", { class: "compare-missing" });
+  const el = h("div", { class: "compare" }, header, missingNote, h("div", { class: "compare-body" }, over, passes, kernels, layers, h("section", { class: "card" }, irHead, irHost), comments));
   let diff: DiffViewer | null = null;
   let diffKey: [string | undefined, string | undefined] = [undefined, undefined];
   let frame = 0;
@@ -71,16 +75,22 @@ export function comparePage(ids: [string, string]): ComparePage {
     frame = 0;
     const [a, b] = sides;
     document.title = `Compare ${a.id} … ${b.id} — Prism`;
+    const gone = sides.filter((s) => s.missing);
+    replace(missingNote, gone.length ? notFoundBody(gone.map((s) => `compilation “${s.id}”`).join(" and "), `The compare page needs two compilations this server has and you may see${gone.length === 1 ? "; the other side is shown below" : ""}.`, { signIn: true }) : null);
     const rows = overview(a, b);
-    replace(over, h("h3", null, "Overview"), table(["", `A ${a.id}`, `B ${b.id}`, "B / A"], rows.map((r) => [r[0], r[1], r[2], r[3] ?? ""]), 1));
+    const overTable = table(["", `A ${a.id}`, `B ${b.id}`, "B / A"], rows.map((r) => [r[0], r[1], r[2], r[3] ?? ""]), 1);
+    overTable.classList.add("compare-overview"); // its label column keeps its width beside a long note
+    replace(over, h("h3", null, "Overview"), overTable);
 
-    const n = Math.max(a.state.passes.length, b.state.passes.length);
-    const passRows = Array.from({ length: n }, (_, i) => {
-      const pa = a.state.passes[i];
-      const pb = b.state.passes[i];
-      return [String(i), pa?.name ?? "–", pa ? fmtMs(pa.duration_ms) : "–", String(pa?.stats?.nodes ?? "–"), pb?.name ?? "–", pb ? fmtMs(pb.duration_ms) : "–", String(pb?.stats?.nodes ?? "–")];
+    // paired by pass name and occurrence, never by position (an INT8 pipeline's quantize shifts the rest)
+    const pairs = passAlign(a.state.passes.map((p) => p.name), b.state.passes.map((p) => p.name));
+    const passRows = pairs.map(([i, j]) => {
+      const pa = i === null ? undefined : a.state.passes[i];
+      const pb = j === null ? undefined : b.state.passes[j];
+      return [i === null ? "" : String(i), pa?.name ?? "", pa ? fmtMs(pa.duration_ms) : "", pa ? String(pa.stats?.nodes ?? "–") : "",
+        j === null ? "" : String(j), pb?.name ?? "", pb ? fmtMs(pb.duration_ms) : "", pb ? String(pb.stats?.nodes ?? "–") : ""];
     });
-    replace(passes, h("h3", null, "Pass by pass"), n ? table(["#", "A pass", "A time", "A nodes", "B pass", "B time", "B nodes"], passRows, 7) : emptyState("No pass has finished on either side yet."));
+    replace(passes, h("h3", null, "Pass by pass"), pairs.length ? table(["A #", "A pass", "A time", "A nodes", "B #", "B pass", "B time", "B nodes"], passRows, 8) : emptyState("No pass has finished on either side yet."));
 
     const names = [...a.state.kernels.keys()].filter((k) => b.state.kernels.has(k));
     const onlyA = a.state.kernels.size - names.length;

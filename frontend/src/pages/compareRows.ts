@@ -78,3 +78,35 @@ export function layerAlign(a: CompareSide, b: CompareSide): string[][] | null {
     return [l.node, prec(a, l.node), prec(b, l.node), l.sqnr_db === null ? "–" : l.sqnr_db >= 999 ? "equal" : `${l.sqnr_db.toFixed(1)} dB`, fmtUs(x), fmtUs(y), saved];
   });
 }
+
+/**
+ * The pass-by-pass rows' pairing: each side's passes matched by name and occurrence (the second
+ * `fuse-ops` of A with the second of B) in the longest order both share, a pass on one side only
+ * paired with nothing (null), in pipeline order. Index pairs into `a` and `b`.
+ */
+export function passAlign(a: string[], b: string[]): [number | null, number | null][] {
+  const keys = (names: string[]) => {
+    const seen = new Map<string, number>();
+    return names.map((n) => {
+      const k = (seen.get(n) ?? 0) + 1;
+      seen.set(n, k);
+      return `${n}#${k}`;
+    });
+  };
+  const ka = keys(a);
+  const kb = keys(b);
+  // lcs[i][j]: the longest common subsequence of ka[i..] and kb[j..]
+  const lcs = Array.from({ length: ka.length + 1 }, () => new Array<number>(kb.length + 1).fill(0));
+  for (let i = ka.length - 1; i >= 0; i--)
+    for (let j = kb.length - 1; j >= 0; j--)
+      lcs[i][j] = ka[i] === kb[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  const out: [number | null, number | null][] = [];
+  let i = 0;
+  let j = 0;
+  while (i < ka.length || j < kb.length) {
+    if (i < ka.length && j < kb.length && ka[i] === kb[j]) out.push([i++, j++]);
+    else if (j >= kb.length || (i < ka.length && lcs[i + 1][j] >= lcs[i][j + 1])) out.push([i++, null]);
+    else out.push([null, j++]);
+  }
+  return out;
+}

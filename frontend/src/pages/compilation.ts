@@ -3,14 +3,15 @@
  * folds it with the pure reducer and hands the state and the URL's view to every pane. The page
  * reopened later replays the same stored events, so it shows the same thing.
  */
-import { api, followEvents, type Compilation, type EventFeed } from "../api";
+import { api, followEvents, type Compilation, type EventFeed, type TuningInfo } from "../api";
 import { applyReviewMessage, initialReview, loadedReview, threads, type Anchor, type ReviewState } from "../review";
 import { currentUser, followComments, reviewApi, type CommentFeed, type Me } from "../reviewapi";
 import { deepLinkAnchor } from "../commentlink";
 import { commentsPane } from "../panes/comments";
 import { openComposer, reviewBar } from "../panes/reviewbar";
 import { userMenu } from "./auth";
-import { emptyState, h, replace } from "../dom";
+import { notFoundBody } from "./notfound";
+import { h, replace } from "../dom";
 import { headerVerdict } from "../verdict";
 import { linkTo, navigate } from "../router";
 import { initialState, isDone, pageStatus, reduce, type CompilationState } from "../state";
@@ -23,6 +24,7 @@ import { progressPane } from "../panes/progress";
 import { remarksPane } from "../panes/remarks";
 import { summaryPane } from "../panes/summary";
 import { timelinePane } from "../panes/timeline";
+import { tuningPane } from "../panes/tuning";
 import type { Pane } from "../panes/types";
 
 type Tab = "summary" | "pass" | "graph" | "kernels" | "remarks" | "comments";
@@ -43,6 +45,11 @@ export function compilationPage(first: CompilationView): CompilationPage {
   let view = first;
   let state: CompilationState = initialState();
   let meta: Compilation | null = null;
+  /** GET /api/compilations/<id>/tuning: the tuning job and where tuned schedules came from. */
+  let tuning: TuningInfo | null = null;
+  let tuningTimer = 0;
+  const refreshTuning = () =>
+    api.tuning(id).then((t) => ((tuning = t), schedule()), () => undefined);
   /** The pass the IR tab opens: the one last viewed, else the latest. */
   let lastPass: number | null = null;
 
@@ -78,12 +85,13 @@ export function compilationPage(first: CompilationView): CompilationPage {
   const header = h("header", { class: "page-header" }, linkTo(h("a", { class: "brand" }, "Prism"), { page: "start" }), title, status, verifyBadge, conn, bar.el, h("span", { class: "spacer" }), other, copy, copied, userMenu());
 
   const progress = progressPane();
+  const tuningView = tuningPane();
   const failure = failurePane();
   const timeline = timelinePane();
   const panes: Record<Tab, Pane> = { summary: summaryPane(), pass: irPane(), graph: graphPane(), kernels: kernelsPane(), remarks: remarksPane(), comments: commentsPane(() => void refreshReview()) };
   const tabBar = h("nav", { class: "tabs main-tabs", role: "tablist" });
   const content = h("div", { class: "tab-content" }, ...Object.entries(panes).map(([k, p]) => h("div", { class: "tab-panel", dataset: { tab: k } }, p.el)));
-  const el = h("div", { class: "compilation" }, header, progress.el, failure.el, h("div", { class: "layout" }, timeline.el, h("div", { class: "main-col" }, tabBar, content)));
+  const el = h("div", { class: "compilation" }, header, progress.el, tuningView.el, failure.el, h("div", { class: "layout" }, timeline.el, h("div", { class: "main-col" }, tabBar, content)));
 
   /** A deep link to a comment shows its anchor's view with the thread beside it (commentlink.ts). */
   const anchorOf = () => deepLinkAnchor(view, review, state.passes.map((p) => p.name));
@@ -123,8 +131,9 @@ export function compilationPage(first: CompilationView): CompilationPage {
   let frame = 0;
   const render = () => {
     frame = 0;
+    if (notFound) return showStatus(); // the not-found page: no header controls come back
     if (view.view === "pass") lastPass = view.pass;
-    const ctx = { id, state, view, meta, review, onComment };
+    const ctx = { id, state, view, meta, review, onComment, tuning };
     showStatus();
     if (state.started) {
       // The uploaded file's (or the sample's) name, as the user knows the model; the graph's own
@@ -134,6 +143,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
       document.title = `${modelName} · ${state.started.target} — Prism`;
     }
     progress.update(ctx);
+    tuningView.update(ctx);
     failure.update(ctx);
     timeline.update(ctx);
     bar.update(review, meta, me);
@@ -151,12 +161,16 @@ export function compilationPage(first: CompilationView): CompilationPage {
     feed?.close();
     notFound = true;
     showStatus();
-    replace(el, header, emptyState(`There is no compilation “${id}” on this server.`, "The link may be mistyped, or the compilation was deleted."));
+    document.title = "Not found — Prism";
+    // nothing to review, link to or compare: only the brand, the status and the user menu stay
+    for (const c of [bar.el, other, copy, copied, verifyBadge, conn]) c.remove();
+    replace(el, header, notFoundBody(`compilation “${id}”`, "There is no compilation with this id on this server that you may see: the link may be mistyped, the compilation deleted, or private to its owner.", { signIn: true }));
   };
   api.compilation(id).then(
     (c) => {
       meta = c;
       schedule();
+      void refreshTuning();
       void currentUser().then((m) => ((me = m), schedule()));
       void refreshReview().then(() => {
         commentFeed = followComments(id, () => review.seq, (m) => {
@@ -178,10 +192,16 @@ export function compilationPage(first: CompilationView): CompilationPage {
       if (next !== state) {
         state = next;
         schedule();
+        // Tuning: who measured and where tuned schedules came from, read again as the job moves on.
+        if (e.type === "tune.finished" || e.type === "tune.applied" || e.type === "compile.finished") void refreshTuning();
+        const searching = state.tuning !== undefined && state.tuning.finished === undefined;
+        if (searching && !tuningTimer) tuningTimer = window.setInterval(() => void refreshTuning(), 5000);
+        if (!searching && tuningTimer) tuningTimer = (window.clearInterval(tuningTimer), 0);
       }
     },
-    onStatus(s) {
-      replace(conn, s === "live" ? "● live" : s === "reconnecting" ? "reconnecting…" : "");
+    onStatus(s, detail) {
+      if (s === "waiting") replace(conn, h("span", { class: "error" }, `Live updates paused: ${detail ?? "the server refused the connection"}; the page reconnects then.`));
+      else replace(conn, s === "live" ? "● live" : s === "reconnecting" ? "reconnecting…" : "");
     },
     onError(message) {
       replace(conn, h("span", { class: "error" }, `The server could not send the stored events (${message}); retrying.`));
@@ -215,6 +235,7 @@ export function compilationPage(first: CompilationView): CompilationPage {
       document.removeEventListener("keydown", onKey);
       feed?.close();
       commentFeed?.close();
+      if (tuningTimer) window.clearInterval(tuningTimer);
       if (frame) cancelAnimationFrame(frame);
       Object.values(panes).forEach((p) => p.destroy?.());
     },

@@ -20,7 +20,8 @@ const LABELS: [keyof AsmFilters, string, string][] = [
   ["readableNames", "kernel names", "show generated symbols (prism_k_<hash>) by their kernel's name"],
 ];
 
-function loadFilters(): AsmFilters {
+/** The assembly filters this browser remembers (all on by default). */
+export function loadFilters(): AsmFilters {
   try {
     return { ...DEFAULT_FILTERS, ...(JSON.parse(localStorage.getItem(STORE) ?? "{}") as Partial<AsmFilters>) };
   } catch {
@@ -59,7 +60,7 @@ export function asmView(host: HTMLElement, bar: HTMLElement, text: string, opts:
     });
     return h("label", { class: "asm-filter", title }, box, ` ${label}`);
   });
-  const hiddenTotal = Object.values(f.hidden).reduce((a, b) => a + b, 0);
+  const hiddenTotal = original.length - f.origin.length;  // every line not shown, blank lines included
   const goto = hot.length ? h("a", { class: "asm-goto-loop", href: "#", title: "innermost loop: the code that runs most" }, `innermost loop${hot.length > 1 ? `s (${hot.length})` : ""}: lines ${hot.map((l) => `${l.start}–${l.end}`).join(", ")}`) : null;
   bar.append(h("div", { class: "asm-toolbar" }, h("span", { class: "muted" }, "Filter: "), ...toggles,
     h("span", { class: "muted asm-count" }, ` · ${f.origin.length} of ${original.length} lines shown${hiddenTotal ? ` (${hiddenTotal} hidden)` : ""}`),

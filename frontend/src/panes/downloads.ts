@@ -24,17 +24,39 @@ export function downloadsBody(list: ArtifactList): HTMLElement {
     missing.length ? h("ul", { class: "artifact-missing muted" }, ...missing.map(([name, why]) => h("li", { dataset: { missing: name } }, name === "*" ? why : `No ${name}: ${why}.`))) : null);
 }
 
-/** A card that fills itself once `ended` is true (call `update` on every render). */
-export function downloadsCard(id: string): { el: HTMLElement; update(ended: boolean): void } {
-  const body = h("div", null, h("p", { class: "muted" }, "Downloads are offered once the compilation has ended."));
+/**
+ * Where the compilation stands, as far as the downloads go: `ended` once its events or its record
+ * (GET /api/compilations/<id>: `succeeded` / `failed`) say so, `running` while the record says it is
+ * queued or running, `unknown` before either has arrived (a reload replays the events for a while).
+ */
+export type DownloadPhase = "unknown" | "running" | "ended";
+
+export function downloadPhase(ended: boolean, recordStatus: string | undefined): DownloadPhase {
+  if (ended || recordStatus === "succeeded" || recordStatus === "failed") return "ended";
+  return recordStatus === "queued" || recordStatus === "running" ? "running" : "unknown";
+}
+
+/**
+ * A card that fills itself once the phase is `ended` (call `update` on every render). Before the
+ * phase is known it says nothing, so a reload of a finished compilation never flashes "offered once
+ * the compilation has ended"; while it runs it says that.
+ */
+export function downloadsCard(id: string): { el: HTMLElement; update(phase: DownloadPhase): void } {
+  const body = h("div", { class: "downloads-pending", "aria-busy": "true" });
   const el = h("div", { class: "card card-wide downloads" }, h("h3", null, "Downloads"), body);
-  let asked = false;
+  let shown: DownloadPhase = "unknown";
   return {
     el,
-    update(ended) {
-      if (!ended || asked) return;
-      asked = true;
-      api.artifacts(id).then((list) => replace(body, downloadsBody(list)), (e: unknown) => replace(body, h("p", { class: "error" }, `The downloads could not be listed: ${e instanceof Error ? e.message : String(e)}`)));
+    update(phase) {
+      if (phase === shown || shown === "ended") return;
+      shown = phase;
+      if (phase === "running") {
+        replace(body, h("p", { class: "muted downloads-later" }, "Downloads are offered once the compilation has ended."));
+        return;
+      }
+      replace(body, h("p", { class: "muted" }, "Listing the downloads…"));
+      api.artifacts(id).then((list) => (body.removeAttribute("aria-busy"), replace(body, downloadsBody(list))),
+        (e: unknown) => (body.removeAttribute("aria-busy"), replace(body, h("p", { class: "error" }, `The downloads could not be listed: ${e instanceof Error ? e.message : String(e)}`))));
     },
   };
 }

@@ -1,5 +1,6 @@
 /** The failure panel: stage, pass, node or kernel, and the message; the rest stays on the page. */
 import { h, replace } from "../dom";
+import { count } from "../format";
 import { linkTo } from "../router";
 import type { CompileFailed } from "../events";
 import { SERVICE_STAGES } from "../stages";
@@ -10,6 +11,8 @@ const REASONS: Record<string, string> = {
   time_limit: "it ran past the time limit",
   queue_lost: "its job was lost from the queue, and queueing it again did not help; submit it again",
   internal: "the service failed",
+  compiler_lost: "the compiler's process died (the message says how)",
+  memory_cap: "the worker had no room for it under its memory cap",
 };
 
 export function failurePane(): Pane {
@@ -45,9 +48,9 @@ export function failurePane(): Pane {
         h(
           "p",
           { class: "failure-note" },
-          `Everything produced before the failure is kept below: ${state.passes.length} passes`,
+          `Everything produced before the failure is kept below: ${count(state.passes.length, "pass", "passes")}`,
           state.fusion ? ", the fusion graph" : "",
-          state.kernels.size ? `, ${state.kernels.size} kernels` : "",
+          state.kernels.size ? `, ${count(state.kernels.size, "kernel")}` : "",
           ".",
           passIndex >= 0 ? " " : "",
           passIndex >= 0 ? linkTo(h("a", null, "Open the IR of the last good pass"), { page: "compilation", id, view: "pass", pass: passIndex, diff: false }) : null,

@@ -5,7 +5,7 @@
  */
 import type { ElkNode } from "elkjs/lib/elk-api";
 import { emptyState, h, replace } from "../dom";
-import { fmtShape, fmtUs } from "../format";
+import { count, fmtShape, fmtUs } from "../format";
 import { findDefiningLine, parseAttributes, splitLines } from "../irdiff";
 import { buildElkGraph, type BuiltGraph } from "../graph/build";
 import { controlBlock } from "../graph/control";
@@ -18,6 +18,7 @@ import type { FusedGroup, FusedNode, GraphFused } from "../events";
 import { counts } from "../review";
 import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
+import { commentIcon, threadWords } from "../icons";
 
 /** Above this many nodes the graph starts collapsed (one box per fused group). */
 const COLLAPSE_ABOVE = 800;
@@ -71,7 +72,7 @@ export function heatLegend(timed: number, groups: number): HTMLElement[] {
   return [h("span", { class: "muted" }, "share of kernel time: "),
     ...HEAT_BANDS.map((b) => h("span", { class: "legend-item", dataset: { band: b.label } }, h("span", { class: "swatch heat", style: { background: b.colour } }), b.label)),
     h("span", { class: "legend-item" }, h("span", { class: "swatch heat", style: { background: UNTIMED_COLOUR } }), "not timed"),
-    h("span", { class: "muted" }, ` · ${timed} of ${groups} kernels timed`)];
+    h("span", { class: "muted" }, ` · ${timed} of ${count(groups, "kernel")} timed`)];
 }
 
 /** The legend of the precision colouring: the SQNR bands of the reduced-precision nodes (``dtype``: int8,
@@ -136,7 +137,7 @@ export function graphPane(): Pane {
     if (!fusion) return;
     const mine = ++generation;
     drawing = null;
-    replace(canvas, h("div", { class: "graph-wait" }, h("span", { class: "spinner" }), ` laying out ${fusion.nodes.length} nodes…`));
+    replace(canvas, h("div", { class: "graph-wait" }, h("span", { class: "spinner" }), ` laying out ${count(fusion.nodes.length, "node")}…`));
     const f = fusion;
     built = buildElkGraph(f, collapse.checked);
     const t0 = performance.now();
@@ -151,7 +152,7 @@ export function graphPane(): Pane {
       replace(canvas, drawing.svg, drawing.minimap);
       markCommented();
       drawing.home();
-      replace(status, `${f.nodes.length} nodes, ${f.groups.length} groups, ${f.edges.length} edges · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      replace(status, `${count(f.nodes.length, "node")}, ${count(f.groups.length, "group")}, ${count(f.edges.length, "edge")} · layout ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       shownNode = undefined;
       showSelection(true);
     } catch (e) {
@@ -160,7 +161,7 @@ export function graphPane(): Pane {
     }
   };
 
-  /** A "💬n" badge on each node with open comment threads (a corner of its box). */
+  /** A badge (speech-bubble icon and count) on each node with open comment threads (a corner of its box). */
   const markCommented = () => {
     if (!drawing) return;
     for (const old of drawing.svg.querySelectorAll(".comment-count")) old.remove();
@@ -169,11 +170,18 @@ export function graphPane(): Pane {
       const node = findNode(name);
       const box = node ? drawing.svg.querySelector(`g.gnode[data-id="${CSS.escape(boxFor(node))}"]`) : null;
       if (!box) continue;
-      const badge = document.createElementNS("http://www.w3.org/2000/svg", "text");
+      const ns = "http://www.w3.org/2000/svg";
+      const badge = document.createElementNS(ns, "g");
       badge.setAttribute("class", "comment-count");
-      badge.setAttribute("x", "-6");
-      badge.setAttribute("y", "-2");
-      badge.textContent = `💬${n}`;
+      const icon = commentIcon();
+      for (const [k, v] of [["x", "-8"], ["y", "-12"], ["width", "11"], ["height", "11"]]) icon.setAttribute(k, v);
+      const text = document.createElementNS(ns, "text");
+      text.setAttribute("x", "4");
+      text.setAttribute("y", "-2");
+      text.textContent = String(n);
+      const title = document.createElementNS(ns, "title");
+      title.textContent = threadWords(n);
+      badge.append(title, icon, text);
       box.appendChild(badge);
     }
   };
@@ -222,10 +230,11 @@ export function graphPane(): Pane {
     const onComment = ctx.onComment;
     replace(side,
       h("h3", null, n.name),
-      onComment ? h("button", { class: "btn small comment-node", on: { click: () => onComment({ kind: "node", node: n.name }) } }, "💬 Comment on this node") : null,
+      onComment ? h("button", { class: "btn small comment-node", on: { click: () => onComment({ kind: "node", node: n.name }) } }, commentIcon(), " Comment on this node") : null,
       nComments ? linkTo(h("a", { class: "node-comments" }, ` ${nComments} open thread(s)`), { page: "compilation", id, view: "comments", kind: "node" }) : null,
       h("p", null, h("strong", null, n.op_type), ` · id ${n.id}`),
-      controlBlock(id, n) ?? (g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`) : h("p", { class: "muted" }, "not in a fused group")),
+      controlBlock(id, n) ?? (g ? h("p", null, "kernel ", linkTo(h("a", null, g.kernel), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop" }), ` (${g.kind}, ${g.nodes.length} ops${state.kernels.get(g.kernel)?.timed ? `, ${fmtUs(state.kernels.get(g.kernel)?.timed?.median_us)}` : ""})`,
+        " · ", linkTo(h("a", { class: "show-code", title: "open the kernel's loop IR and assembly with this node's lines marked" }, "show code"), { page: "compilation", id, view: "kernel", kernel: g.kernel, tab: "loop", node: n.name })) : h("p", { class: "muted" }, "not in a fused group")),
       attrs.length ? h("h4", null, "attributes") : null,
       attrs.length ? h("table", { class: "attrs" }, h("tbody", null, ...attrs.map(([k, v]) => h("tr", null, h("td", null, k), h("td", null, h("code", null, v)))))) : null,
       inputsList(ir, irLine, ins),

@@ -3,13 +3,14 @@ import { commentGutter, setCommentCounts } from "../commentgutter";
 import { codeViewer, diffViewer, type CodeViewer, type DiffViewer } from "../editor";
 import { counts } from "../review";
 import { emptyState, h, replace } from "../dom";
-import { fmtBytes, fmtMs } from "../format";
+import { count, fmtBytes, fmtMs } from "../format";
 import { diffStats, trailingComment } from "../irdiff";
 import { graphIr } from "../lang/graphir";
 import { linkTo, navigate } from "../router";
 import type { PassFinished } from "../events";
 import { optionsText } from "./timeline";
 import type { Pane, PaneContext } from "./types";
+import { commentIcon } from "../icons";
 
 export function irPane(): Pane {
   const head = h("div", { class: "ir-head" });
@@ -44,14 +45,20 @@ export function irPane(): Pane {
         if (editor && "view" in editor) setCommentCounts(editor.view, lineCounts());
         return;
       }
-      shown = { pass, prev, diff, line: view.line };
       drop();
       if (!pass) {
+        // Not remembered as shown: the same missing pass reads differently once the compilation ends
+        // (a reload replays the events of a finished one, so it starts out "running").
+        shown = null;
         replace(head);
-        const running = state.running?.index === n || (!state.finished && !state.failed);
-        replace(body, emptyState(running ? `Pass ${n} has not finished yet.` : `This compilation has no pass ${n}.`, running ? "Its IR appears here when it finishes." : undefined));
+        const ended = !!state.finished || !!state.failed;
+        const running = state.running?.index === n || !ended;
+        const total = state.passes.length;
+        const ran = total ? ` (${state.failed ? "it failed after" : "it has"} ${count(total, "pass", "passes")}, 0–${total - 1})` : " (no pass finished)";
+        replace(body, emptyState(running ? `Pass ${n} has not finished yet.` : `This compilation has no pass ${n}${ran}.`, running ? "Its IR appears here when it finishes." : undefined));
         return;
       }
+      shown = { pass, prev, diff, line: view.line };
       const to = (pass: number, d: boolean) => ({ page: "compilation" as const, id, view: "pass" as const, pass, diff: d });
       const stats = pass.stats ?? {};
       const ds = prev ? diffStats(prev.ir, pass.ir) : null;
@@ -62,7 +69,7 @@ export function irPane(): Pane {
         h("div", { class: "ir-title" },
           n > 0 ? linkTo(h("a", { class: "btn", title: "previous pass" }, "◀"), to(n - 1, view.diff)) : h("span", { class: "btn disabled" }, "◀"),
           h("h2", null, pass.level === "onnx" ? `ONNX model after pass ${n}: ` : `IR after pass ${n}: `, h("code", null, pass.name), h("code", { class: "muted" }, optionsText(pass.options)), pass.iteration ? h("span", { class: "muted ir-round" }, ` round ${pass.iteration}`) : null),
-          onComment ? h("button", { class: "btn small comment-pass", title: "Comment on this pass", on: { click: () => onComment({ kind: "pass", pass: n }) } }, "💬 Comment on pass") : null,
+          onComment ? h("button", { class: "btn small comment-pass", title: "Comment on this pass", on: { click: () => onComment({ kind: "pass", pass: n }) } }, commentIcon(), " Comment on pass") : null,
           n + 1 < state.passes.length ? linkTo(h("a", { class: "btn", title: "next pass" }, "▶"), to(n + 1, view.diff)) : h("span", { class: "btn disabled" }, "▶"),
         ),
         h("div", { class: "ir-meta" },

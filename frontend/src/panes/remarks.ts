@@ -3,6 +3,7 @@ import { emptyState, h, replace } from "../dom";
 import { linkTo, navigate } from "../router";
 import type { CompilationState } from "../state";
 import type { Pane, PaneContext } from "./types";
+import { commentIcon } from "../icons";
 
 const KINDS = ["applied", "missed", "analysis"] as const;
 
@@ -97,7 +98,7 @@ export function remarksPane(): Pane {
               const n = label(raw, index);
               return linkTo(h("a", { class: "node-link", dataset: { node: n.name }, title: `ONNX node ${n.name}${n.op ? ` (${n.op})` : ""}: show it in the fusion graph` }, n.name, n.op ? h("span", { class: "node-op" }, ` ${n.op}`) : null), { page: "compilation", id, view: "graph", node: n.name });
             }), r.nodes.length > 12 ? ` +${r.nodes.length - 12} more` : "") : null,
-            onComment ? h("button", { class: "btn small comment-remark", title: "Comment on this remark", on: { click: () => onComment({ kind: "remark", pass: index, remark: ri }) } }, "💬") : null,
+            onComment ? h("button", { class: "btn small comment-remark", title: "Comment on this remark", "aria-label": "Comment on this remark", on: { click: () => onComment({ kind: "remark", pass: index, remark: ri }) } }, commentIcon()) : null,
           ),
         );
       }

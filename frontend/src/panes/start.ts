@@ -2,13 +2,16 @@
  * Start page: upload a model (drag and drop or picker, with progress) or pick a sample; bind
  * the input shapes; choose a target and a pipeline; compile.
  */
-import { api, ApiError, uploadModel, type ModelMeta, type PassInfo, type Pipeline, type Sample, type Target } from "../api";
+import { api, ApiError, uploadCalibration, uploadModel, type ModelMeta, type PassInfo, type Pipeline, type Sample, type Target } from "../api";
 import { emptyState, h, replace } from "../dom";
-import { fmtBytes, fmtShape } from "../format";
+import { count, fmtBytes, fmtShape } from "../format";
 import { linkTo, navigate } from "../router";
 import { prefill, readRanges, readShapes, readValues, valueInputs } from "../shapes";
+import { readTuneBudget } from "../tuning";
+import { clearPlaces, placeRequestError } from "../requesterror";
 import { pipelineForm } from "./pipelineform";
 import { currentUser } from "../reviewapi";
+import { FORM_PRECISIONS, precisionPipeline } from "../precision";
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -214,11 +217,23 @@ export function startPage(): HTMLElement {
     });
     const threadsField = h("input", { type: "number", min: "1", step: "1", class: "threads", "aria-label": "Threads", placeholder: "all the worker's CPUs" });
     const threadsNote = h("span", { class: "muted" }, " the compiled model's parallel loops and ONNX Runtime beside it run on this many threads");
+    const tuneField = h("input", { type: "number", min: "1", step: "any", class: "tune-budget", "aria-label": "Tune budget in seconds", placeholder: "no tuning", size: 8 });
+    const tuneNote = h("span", { class: "muted" }, " seconds of auto-tuning first: schedules searched and measured on the workers, kept in the tuning database every later compilation uses");
     const rangeField = h("input", { class: "dim-ranges", size: 12, placeholder: "N=1..8", "aria-label": "Dim range", title: "One compilation for every size of a dim: write its name (e.g. N) in a shape field above and its range here" });
+    const precisionSel = h("select", { class: "precision-choice", "aria-label": "Precision" }, ...FORM_PRECISIONS.map((p) =>
+      h("option", { value: p }, p === "fp32" ? "fp32 — as the pipeline says" : `${p} — quantize{dtype=${p}} before fuse-ops`)));
+    const calibrationField = h("input", { type: "file", accept: ".npz", class: "calibration-file", "aria-label": "Calibration data" });
+    const calibrationRow = h("div", { class: "field calibration", hidden: true }, h("label", null, "Calibration "), calibrationField,
+      h("span", { class: "muted" }, " optional .npz, one array per input, samples along the first axis (without it: seeded random inputs, whose ranges mean little)"));
+    precisionSel.addEventListener("change", () => { calibrationRow.hidden = precisionSel.value === "fp32"; });
     const submit = h("button", { class: "btn primary compile" }, "Compile");
     const msg = h("p", { class: "submit-message", role: "status" });
+    // a refused request's message by the field it names (requesterror.placeRequestError)
+    const places: Record<string, HTMLElement> = Object.fromEntries(["input_shapes", "input_values", "target", "calibration", "threads", "tune_budget_s", "dim_ranges"]
+      .map((f) => [f, h("p", { class: "field-error error", role: "alert", hidden: true, dataset: { field: f } })]));
     submit.addEventListener("click", async () => {
       msg.className = "submit-message error";
+      clearPlaces(places);
       let input_shapes: Record<string, (number | string)[]>;
       let input_values: Record<string, number[]>;
       let dim_ranges: Record<string, [number, number]>;
@@ -233,29 +248,52 @@ export function startPage(): HTMLElement {
       const threadsText = threadsField.value.trim();
       const threads = threadsText === "" ? null : Number(threadsText);
       if (threads !== null && !(Number.isInteger(threads) && threads >= 1)) return replace(msg, `threads must be a positive integer, got ${threadsText}`);
+      let tune_budget_s: number | null;
+      try {
+        tune_budget_s = readTuneBudget(tuneField.value);
+      } catch (e) {
+        return replace(msg, errorText(e));
+      }
       const problem = pipe.localProblem();
       if (problem) return replace(msg, problem);
+      let pipeline: string;
+      try {
+        pipeline = precisionPipeline(pipe.value(), precisionSel.value);
+      } catch (e) {
+        return replace(msg, errorText(e));
+      }
       submit.disabled = true;
       msg.className = "submit-message";
       replace(msg, "Submitting…");
       try {
-        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline: pipe.value(), input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), ...(Object.keys(dim_ranges).length ? { dim_ranges } : {}), visibility: visibility.value as "private" | "unlisted" | "public", ...(threads !== null ? { options: { threads } } : {}) });
+        const file = precisionSel.value !== "fp32" ? calibrationField.files?.[0] : undefined;
+        const calibration = file ? (await uploadCalibration(file)).id : null;
+        const options = { ...(threads !== null ? { threads } : {}), ...(calibration !== null ? { calibration } : {}) };
+        const c = await api.compile({ model: model.id, target: targetSel.value, pipeline, input_shapes, ...(Object.keys(input_values).length ? { input_values } : {}), ...(Object.keys(dim_ranges).length ? { dim_ranges } : {}), visibility: visibility.value as "private" | "unlisted" | "public", ...(Object.keys(options).length ? { options } : {}), ...(tune_budget_s !== null ? { tune_budget_s } : {}) });
         navigate({ page: "compilation", id: c.id, view: "summary" });
       } catch (e) {
         submit.disabled = false;
         msg.className = "submit-message error";
-        replace(msg, errorText(e));
-        if (e instanceof ApiError && e.status === 400) pipe.serverProblem(e.message);
+        replace(msg, e instanceof ApiError ? placeRequestError(e.status, e.field, e.message, places, (m) => pipe.serverProblem(m)) : errorText(e));
       }
     });
     replace(configure,
       h("h2", null, "2. Inputs, target and pipeline"),
-      h("p", null, h("strong", { class: "model-name" }, model.name), ` · ${fmtBytes(model.size)} · opset ${model.opset ?? "?"}`, model.node_count ? ` · ${model.node_count} nodes` : "", " · ", h("code", { class: "muted" }, model.sha256.slice(0, 12))),
+      h("p", null, h("strong", { class: "model-name" }, model.name), ` · ${fmtBytes(model.size)} · opset ${model.opset ?? "?"}`, model.node_count ? ` · ${count(model.node_count, "node")}` : "", " · ", h("code", { class: "muted" }, model.sha256.slice(0, 12))),
       h("table", { class: "inputs" }, h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "dtype"), h("th", null, "model shape"), h("th", null, "compile for"), offered.length ? h("th", { title: "Inputs whose value decides an If, a trip count or a shape: a value binds them as constants" }, "value") : null)), h("tbody", null, ...inputRows)),
+      places.input_shapes, places.input_values,
       h("div", { class: "field" }, h("label", null, "Target "), targetSel, targetNote),
+      places.target,
       pipe.el,
+      h("div", { class: "field" }, h("label", null, "Precision "), precisionSel),
+      calibrationRow,
+      places.calibration,
       h("div", { class: "field" }, h("label", null, "Threads "), threadsField, threadsNote),
+      places.threads,
+      h("div", { class: "field" }, h("label", null, "Tune for "), tuneField, tuneNote),
+      places.tune_budget_s,
       h("div", { class: "field" }, h("label", null, "Dim range "), rangeField, h("span", { class: "muted" }, " optional: a dim name in a shape field (e.g. N) and its range, one artifact for every size")),
+      places.dim_ranges,
       h("div", { class: "field" }, h("label", null, "Visibility "), visibility),
       h("div", { class: "field" }, submit, msg));
     configure.hidden = false;

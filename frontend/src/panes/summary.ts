@@ -4,14 +4,14 @@
  * precision card (accuracy against FP32 beside the speed: panes/precision.ts), compile time per
  * stage, memory.
  */
-import { STAGES, type ModelTimed, type ModelVerified, type StorageSummary, type TensorInfo } from "../events";
+import { STAGES, type Dim, type DimRangePlan, type ModelTimed, type ModelVerified, type StorageSummary, type TensorInfo } from "../events";
 import { h, replace } from "../dom";
-import { fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
+import { count, fmtBytes, fmtMs, fmtNum, fmtSci, fmtShape } from "../format";
 import { splitPipeline } from "../pipeline";
 import { boundShapes } from "../shapes";
 import type { CompilationState } from "../state";
 import { describeVerification, outputRows, storageLines, storageNotes } from "../verdict";
-import { downloadsCard } from "./downloads";
+import { downloadPhase, downloadsCard } from "./downloads";
 import { precisionCard } from "./precision";
 import type { Pane, PaneContext } from "./types";
 
@@ -70,11 +70,52 @@ function latency(t: ModelTimed): HTMLElement {
  * declaration in a muted line cut to the card's width (whole in its title); an input bound to a
  * value (compile.started `input_values`) says so.
  */
-function ioTable(inputs: TensorInfo[], outputs: TensorInfo[], bound: Record<string, number[]>, values: Record<string, unknown[]> = {}): HTMLElement {
+/**
+ * The lines that say how a dim-range artifact serves each ranged dim, read from the compilation's own
+ * remark (the `memory.planned` event's `dim_range`: mode and message), and the size of each ranged dim
+ * whose compilation the passes and kernels show (`shownAt`). Without the remark (not planned yet, or
+ * failed before) only the range is stated.
+ */
+export function dimRangeLines(ranges: Record<string, [number, number]>, plan: DimRangePlan | undefined): { lines: string[]; detail: string | null; shownAt: Record<string, number> } {
+  const lines: string[] = [];
+  const shownAt: Record<string, number> = {};
+  for (const [d, [lo, hi]] of Object.entries(ranges)) {
+    const head = `One artifact for ${d} = ${lo}..${hi}`;
+    if (plan?.dim === d && plan.mode === "run-time") {
+      // compiler.driver.batch: the kernels of the N = 1 compilation, N a run-time argument of the entry function
+      shownAt[d] = 1;
+      lines.push(`${head}: one set of kernels compiled for ${d} = 1 serves every size, ${d} a run-time loop bound; the passes and kernels shown are ${d} = 1's, the memory ${d} = ${hi}'s`);
+    } else if ((plan?.dim === d && plan.mode === "specialized") || (plan && plan.dim !== d && plan.message.startsWith(`${d}=${lo}..${hi} specialized`))) {
+      shownAt[d] = hi;
+      lines.push(`${head}: each size of ${d} compiled and specialized; the passes, kernels and memory shown are ${d} = ${hi}'s`);
+    } else {
+      lines.push(plan ? head : `${head} (how the range is served is known once memory is planned)`);
+    }
+  }
+  return { lines, detail: plan?.message ?? null, shownAt };
+}
+
+/**
+ * A bound shape with each axis that stands for a ranged dim written as the dim's name: the axis is
+ * declared with that name, or declared symbolic and bound to the one ranged dim's shown size (an
+ * output's shape inferred from the input's). `[1, 16, 1, 1]` declared `[N, 16, 1, 1]` reads `[N, 16, 1, 1]`.
+ */
+export function rangedShape(bound: Dim[], declared: Dim[] | null, shownAt: Record<string, number>): Dim[] {
+  const names = Object.keys(shownAt);
+  return bound.map((b, i) => {
+    const d = declared?.[i];
+    if (typeof d === "string" && d in shownAt) return d;
+    if (d === undefined || typeof d === "number") return b;
+    const at = names.filter((n) => shownAt[n] === b);
+    return at.length === 1 ? at[0] : b;
+  });
+}
+
+function ioTable(inputs: TensorInfo[], outputs: TensorInfo[], bound: Record<string, number[]>, values: Record<string, unknown[]> = {}, shownAt: Record<string, number> = {}): HTMLElement {
   const row = (role: string, t: TensorInfo) => {
     const declared = fmtShape(t.shape);
     const b = bound[t.name];
-    const shown = b ? fmtShape(b) : declared;
+    const shown = b ? fmtShape(rangedShape(b, t.shape, shownAt)) : declared;
     return h("tr", { dataset: { io: t.name } }, h("td", null, role), h("td", null, h("code", null, t.name)), h("td", null, t.dtype),
       h("td", { class: "io-shape" }, h("span", { class: "bound-shape" }, shown),
         b && shown !== declared ? h("span", { class: "declared-shape muted", title: `declared in the model as ${declared}` }, `declared ${declared}`) : null,
@@ -136,15 +177,20 @@ function accuracy(v: ModelVerified): HTMLElement {
 export function summaryPane(): Pane {
   const el = h("section", { class: "summary", "aria-label": "Summary" });
   let last: CompilationState | null = null;
+  let lastMeta: PaneContext["meta"] | undefined;
   let downloads: ReturnType<typeof downloadsCard> | null = null;
   return {
     el,
     update(ctx: PaneContext) {
       const { state, meta } = ctx;
-      if (state === last) return;
-      last = state;
       downloads ??= downloadsCard(ctx.id);
-      downloads.update(Boolean(state.finished || state.failed));
+      // before the early return: the record's status (meta) can settle the phase before any event
+      downloads.update(downloadPhase(Boolean(state.finished || state.failed), meta?.status));
+      // The compilation's details (meta: model name, shapes, pipeline) can arrive after the last
+      // event: drawn again then, or the precision card's recompile buttons stay disabled.
+      if (state === last && meta === lastMeta) return;
+      last = state;
+      lastMeta = meta;
       const s = state.started;
       const t = state.timing;
       const v = state.verification;
@@ -153,6 +199,7 @@ export function summaryPane(): Pane {
       const maxStage = stageMs ? Math.max(0, ...Object.values(stageMs).map((x) => x ?? 0)) : 0;
       const shapes = meta?.input_shapes ?? {};
       const values = (s?.model.input_values ?? {}) as Record<string, unknown[]>; // compile.started: inputs bound to values
+      const ranged = dimRangeLines(meta?.dim_ranges ?? {}, m?.dim_range);
       replace(
         el,
         card(
@@ -160,9 +207,9 @@ export function summaryPane(): Pane {
           s
             ? h("div", null,
                 h("p", null, h("strong", { class: "model-file" }, meta?.model.name || s.model.name), meta?.model.name && meta.model.name !== s.model.name ? h("span", { class: "muted" }, ` · graph ${s.model.name}`) : "", ` · opset ${s.model.opset ?? "?"} · target `, h("code", null, s.target), s.compiler_version ? ` · compiler ${s.compiler_version}` : ""),
-                ioTable(s.model.inputs, s.model.outputs, { ...lastBound(state, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values),
-                ...Object.entries(meta?.dim_ranges ?? {}).map(([d, [lo, hi]]) => h("p", { class: "dim-range" },
-                  `One artifact for ${d} = ${lo}..${hi}: each size compiled and specialized; the passes, kernels and memory shown are ${d} = ${hi}'s`)),
+                ioTable(s.model.inputs, s.model.outputs, { ...lastBound(state, [...s.model.inputs, ...s.model.outputs].map((t) => t.name)), ...shapes }, values, ranged.shownAt),
+                ...ranged.lines.map((line) => h("p", { class: "dim-range" }, line)),
+                ranged.lines.length && ranged.detail ? h("p", { class: "dim-range-detail muted" }, ranged.detail) : null,
                 storageBlock(s.model.storage),
                 h("details", null, h("summary", null, `Pipeline: ${splitPipeline(s.pipeline).length} passes`), h("ol", { class: "pipeline-list" }, ...splitPipeline(s.pipeline).map((p) => h("li", null, h("code", null, p.name), p.options ? h("code", { class: "muted" }, `{${p.options}}`) : null)))),
               )
@@ -192,7 +239,9 @@ export function summaryPane(): Pane {
                 bar("arena (shared)", m.arena_bytes, m.no_sharing_bytes, fmtBytes(m.arena_bytes)),
                 bar("no sharing", m.no_sharing_bytes, m.no_sharing_bytes, fmtBytes(m.no_sharing_bytes)),
                 bar("lower bound", m.lower_bound_bytes, m.no_sharing_bytes, fmtBytes(m.lower_bound_bytes)),
-                h("p", { class: "muted" }, `${m.buffers.length} buffers; the arena is ${fmtNum(m.no_sharing_bytes ? (100 * m.arena_bytes) / m.no_sharing_bytes : 0, 1)}% of no sharing`),
+                h("p", { class: "muted" }, m.no_sharing_bytes > 0
+                  ? `${count(m.buffers.length, "buffer")}; the arena is ${fmtNum((100 * m.arena_bytes) / m.no_sharing_bytes, 1)}% of no sharing`
+                  : `${count(m.buffers.length, "buffer")}: the model needs no intermediate memory, so the arena is empty`),
               )
             : pending(state, "memory plan"),
         ),

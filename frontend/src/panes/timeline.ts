@@ -7,6 +7,7 @@ import { counts, type ReviewState } from "../review";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
 import type { Pane, PaneContext } from "./types";
+import { commentCount, threadWords } from "../icons";
 
 export function optionsText(o: Record<string, unknown> | undefined): string {
   if (!o) return "";
@@ -72,10 +73,11 @@ export function timelinePane(): Pane {
           { class: "timeline-link", title: `${p.name}${optionsText(p.options)}${levelWords(p)}: ${p.changed ? "changed" : "unchanged"}, ${nRemarks} remarks, ${fmtMs(p.duration_ms)}` },
           h("span", { class: "pass-index" }, String(i)),
           h("span", { class: "pass-name", title: `${p.name}${optionsText(p.options)}` }, p.name),
-          h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
-          remarksLink(id, p.name, nRemarks),
-          h("span", { class: "pass-comments", title: commented.get(i) ? `${commented.get(i)} open comment thread(s)` : undefined }, commented.get(i) ? `💬${commented.get(i)}` : ""),
           h("span", { class: "pass-time" }, fmtMs(p.duration_ms)),
+          h("span", { class: "pass-meta" },
+            h("span", { class: `pass-changed ${p.changed ? "is-changed" : "is-unchanged"}` }, p.changed ? "changed" : "unchanged"),
+            remarksLink(id, p.name, nRemarks),
+            h("span", { class: "pass-comments", title: commented.get(i) ? threadWords(commented.get(i) ?? 0) : undefined, "aria-label": commented.get(i) ? threadWords(commented.get(i) ?? 0) : undefined }, commented.get(i) ? commentCount(commented.get(i) ?? 0) : "")),
           h("span", { class: "pass-bar-track", title: "share of the slowest pass's time" }, h("span", { class: "pass-bar", style: { width: `${(100 * p.duration_ms) / maxMs}%` } })),
         ),
         { page: "compilation", id, view: "pass", pass: i, diff: view.view === "pass" ? view.diff : false },

@@ -1,5 +1,5 @@
 /** What every pane of the compilation page gets: the reduced state and the URL's view. */
-import type { Compilation } from "../api";
+import type { Compilation, TuningInfo } from "../api";
 import type { Anchor, ReviewState } from "../review";
 import type { CompilationState } from "../state";
 import type { CompilationView } from "../urlstate";
@@ -9,6 +9,8 @@ export interface PaneContext {
   state: CompilationState;
   view: CompilationView;
   meta: Compilation | null;
+  /** The compilation's tuning job and the provenance of its tuned schedules (absent until read). */
+  tuning?: TuningInfo | null;
   /** Comments and reviews (absent where a page shows none). */
   review?: ReviewState;
   /** Opens the comment composer for an anchor (absent: nobody may comment here). */
