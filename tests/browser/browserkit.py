@@ -3,6 +3,10 @@
 import re
 from pathlib import Path
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 
 
@@ -65,3 +69,38 @@ def stage_strip(page) -> dict[str, tuple[str, str]]:
         ".map(s => [s.dataset.stage, s.dataset.status, s.innerText.replace(/\\s+/g, ' ').trim()])"
     )
     return {stage: (status, text) for stage, status, text in rows}
+
+
+# Pan and zoom frame times: each step a wheel zoom or a drag, timed from the input to the next
+# painted frame (requestAnimationFrame after the browser handled it); ms, in the page's own clock.
+FRAME_TIMES = """async () => {
+  const svg = document.querySelector('.graph-svg'), r = svg.getBoundingClientRect();
+  const cx = r.left + r.width / 2, cy = r.top + r.height / 2, out = [];
+  const frame = () => new Promise(res => requestAnimationFrame(() => requestAnimationFrame(res)));
+  for (let i = 0; i < 40; i++) {
+    const t0 = performance.now();
+    if (i % 2) svg.dispatchEvent(new WheelEvent('wheel', {deltaY: i % 4 === 1 ? -120 : 120, clientX: cx, clientY: cy, bubbles: true, cancelable: true}));
+    else {
+      svg.dispatchEvent(new PointerEvent('pointerdown', {clientX: cx, clientY: cy, pointerId: 1, bubbles: true}));
+      svg.dispatchEvent(new PointerEvent('pointermove', {clientX: cx + 40, clientY: cy + 25, pointerId: 1, bubbles: true}));
+      svg.dispatchEvent(new PointerEvent('pointerup', {clientX: cx + 40, clientY: cy + 25, pointerId: 1, bubbles: true}));
+    }
+    await frame();
+    out.push(performance.now() - t0);
+  }
+  return out;
+}"""
+
+
+def conv_relu(path: Path) -> Path:
+    """Saves at ``path`` a two-node ONNX model (opset 17): a 3x3 Conv 3->8 with seeded weights named
+    ``stem_conv`` and a Relu named ``stem_relu`` on a [1, 3, 32, 32] input; returns ``path``."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="stem_conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="stem_relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 32])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

@@ -40,7 +40,13 @@ def _missing(reason: str) -> None:
 def stack(tmp_path_factory):
     if not (REPO / "frontend" / "dist" / "index.html").exists():
         _missing("frontend/dist is not built: run `cd frontend && npm ci && npm run build`")
-    with Stack.running(tmp_path_factory.mktemp("browser-stack"), workers=("worker",)) as s:
+    # one session-wide stack signs up and signs in a user per test from one address: the default
+    # 10/min sign-in throttle (PRISM_LOGIN_RATE; likewise the comment and WebSocket-connect limits) would
+    # refuse the later ones (their own tests: tests/explorer/test_explorer_accounts.py and
+    # test_explorer_rate_limits.py)
+    with Stack.running(tmp_path_factory.mktemp("browser-stack"), workers=("worker",),
+                       PRISM_LOGIN_RATE="1000/min", PRISM_COMMENT_RATE="1000/min",
+                       PRISM_WS_CONNECT_RATE="10000/min") as s:
         yield s
 
 

@@ -14,7 +14,7 @@ import pytest
 from browserkit import graph_label_defects, pipeline_passes, shot, stage_strip
 from onnx import TensorProto, helper
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
 

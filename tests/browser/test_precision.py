@@ -1,10 +1,12 @@
 """The precision view in a real Chromium: a model quantized to INT8 with uploaded calibration data shows
 its accuracy against FP32 beside the speed, the layer table sorts, the fusion graph is coloured by
-precision with a legend, and one click recompiles with a layer kept in FP32."""
+precision with a legend, and one click recompiles with a layer kept in FP32; the compile form's precision
+field and calibration upload start such a compilation."""
 
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -69,3 +71,42 @@ def test_precision_view(stack, page, tmp_path):
     page.locator(".precision").wait_for(timeout=600_000)
     row = page.locator('.precision tr[data-node="conv2"]')
     assert "fp32" in row.inner_text()
+
+
+def test_precision_form_field(stack, page, tmp_path):
+    """Start page: precision int8 and a calibration .npz chosen in the form; the compilation quantizes with
+    those samples (not random inputs), its layer table comes sorted by SQNR (worst first) and its graph is
+    coloured by precision."""
+    m = small_cnn()
+    path, cal = tmp_path / "small_cnn.onnx", tmp_path / "cal.npz"
+    onnx.save(m, path)
+    np.savez(cal, x=np.stack([d["x"] for d in calibration(m, 6)]))
+    page.goto(stack.url + "/")
+    page.set_input_files("input.file-input", str(path))
+    page.wait_for_selector(".configure:not([hidden]) .compile")
+    page.select_option(".pipeline-preset", "O2")
+    assert page.locator(".field.calibration").is_hidden()  # only for a reduced precision
+    page.select_option("select.precision-choice", "int8")
+    page.locator(".field.calibration").wait_for(state="visible")
+    page.set_input_files("input.calibration-file", str(cal))
+    shot(page, "12-precision-form")
+    page.click(".compile")
+    page.wait_for_url(re.compile(r"/c/[\w]+$"), timeout=60_000)
+    cid = page.url.rstrip("/").split("/")[-1]
+    assert stack.wait_finished(cid, timeout=600)["status"] == "succeeded"
+    assert stack.get(cid)["requested_pipeline"] == "O2,quantize{dtype=int8}"
+    card = page.locator(".precision")
+    card.wait_for(timeout=120_000)
+    text = card.inner_text()
+    assert "Precision: INT8 against FP32" in text and "calibration minmax on 6 samples" in text, text
+    assert "random" not in text.split("calibration", 1)[1].split("\n", 1)[0]
+    sqnr = page.locator(".precision table.layers tbody tr td.sqnr").all_inner_texts()
+    numbers = [float(s.split()[0]) for s in sqnr if s.endswith("dB")]
+    assert len(numbers) >= 3 and numbers == sorted(numbers)  # worst SQNR first
+    shot(page, "13-precision-form-result")
+    page.goto(f"{stack.url}/c/{cid}/graph")
+    page.wait_for_selector(".gnode.prec-int8", timeout=120_000)
+    fills = page.locator(".gnode.prec-int8 rect").evaluate_all("rs => rs.map(r => r.getAttribute('fill'))")
+    assert fills and all(f != "#fff" for f in fills)
+    assert page.locator(".gnode.prec-fp32").count() + page.locator(".gnode.prec-int8").count() > 0
+    shot(page, "14-precision-form-graph")

