@@ -3,7 +3,7 @@
 Public API (the explorer service relies on exactly this): :func:`compile`, :class:`CompileResult`,
 :func:`inspect_model`, :func:`validate_request`, :func:`expand_pipeline`, :func:`list_passes`, :func:`list_pipelines`,
 :func:`list_targets`, :class:`CompileError`, ``__version__``; sample models in
-:mod:`compiler.samples`.
+:mod:`compiler.samples`; the read-only calls in a memory- and time-limited child in :mod:`compiler.isolated`.
 """
 
 from .api import (

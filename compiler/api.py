@@ -17,14 +17,15 @@ from . import frontend, targets
 from .driver import STAGE_KEYS, Request, compile_model
 from .driver.request import legalize_model, resolve_model
 from .events import EventCallback
-from .frontend import ModelSource, import_model, read_model
-from .frontend.dim_range import check_dim_ranges, shapes_at
+from .frontend import ModelSource, import_model, read_model, specialize
+from .frontend.dim_range import check_dim_ranges, sizes_at
 from .frontend.input_values import bind_input_values
 from .frontend.narrow_types import uses_narrow_types
 from .frontend.specialize import bind_input_shapes
 from .passes import list_passes as _list_passes
 from .passes.pipeline import list_pipelines as _list_pipelines
 from .passes.pipeline import parse_pipeline
+from .quant.calibrate import load_calibration
 from .result import REPORT_VERSION, CompileResult, json_default
 from .runtime.pool import check_threads
 from .version import __version__
@@ -60,7 +61,7 @@ def expand_pipeline(text: str) -> str:
 
 
 def list_passes() -> list[dict[str, Any]]:
-    """``[{"name", "doc", "options": [{"name", "type", "default", "doc"}]}]`` for every pass."""
+    """``[{"name", "doc", "options": [{"name", "type", "default", "doc", "allowed"}]}]`` for every pass."""
     return _list_passes()
 
 
@@ -95,20 +96,17 @@ def validate_request(model: ModelSource, *, target: str, pipeline: str,
         proto = legalize_model(proto)[0]
     graph = import_model(proto)
     ranged = check_dim_ranges(input_shapes, dim_ranges) if dim_ranges or _named_dims(input_shapes) else []
-    at_max = shapes_at(input_shapes or {}, ranged[0], int(dim_ranges[ranged[0]][1])) if ranged and dim_ranges else None
+    at_max = sizes_at(input_shapes or {}, {d: int(dim_ranges[d][1]) for d in ranged}) if ranged and dim_ranges else None
     bound = bind_input_shapes(graph, at_max or input_shapes, stage="request")
     out: dict[str, Any] = {"target": target, "pipeline": text, "input_shapes": bound}
     if ranged and dim_ranges:  # the shapes as given (with the dim's name) and the range
         out["input_shapes"] = {**bound, **{k: list(v) for k, v in (input_shapes or {}).items()}}
-        out["dim_ranges"] = {ranged[0]: [int(x) for x in dim_ranges[ranged[0]]]}
+        out["dim_ranges"] = {d: [int(x) for x in dim_ranges[d]] for d in ranged}
     if threads is not None:
         out["threads"] = n_threads
     if values:
         out["input_values"] = {k: v.reshape(-1).tolist() for k, v in values.items()}
     if calibration_data is not None:  # arrays named and shaped as the graph inputs (compiler.quant.calibrate)
-        from .frontend import specialize
-        from .quant.calibrate import load_calibration
-
         specialize(graph, bound)
         out["calibration"] = {k: list(v.shape) for k, v in load_calibration(calibration_data, graph).items()}
     return out
@@ -133,6 +131,8 @@ def compile(
     backend: bool = True,
     calibration_data: Any = None,
     threads: int | None = None,
+    tuning_db: Any = None,
+    compare_fp32: bool | None = None,
 ) -> CompileResult:
     """Compile an ONNX model (bytes, path, ``ModelProto`` or a sample name) for ``target`` with
     ``pipeline``.
@@ -174,8 +174,25 @@ def compile(
     may use (``os.sched_getaffinity``), None for all of them. Outside that range: ``compile.failed``
     at stage ``request``. ``model.timed`` and ``kernel.timed`` carry ``threads``, and with more than one
     the 1-thread times ``prism_ms_1t`` / ``median_us_1t``.
+
+    ``tuning_db`` (a JSON-lines file's path or a ``compiler.tune.database.TuningDatabase``): each
+    kernel whose workload has a record for this target is scheduled by the record's best trace
+    (``compiler.tune``); ``kernel.lowered`` carries ``schedule_source`` and ``tune.applied`` the count.
+    A database that cannot be opened is a ``request`` error; its invalid lines and records for
+    another target are skipped with warnings (``tune.applied``'s ``warnings``).
+
+    ``compare_fp32`` (quantized; None: when benchmarked): Prism FP32 of the same model is timed too, kernel by
+    kernel (``model.timed.prism_fp32_ms``, ``kernel.timed.fp32_median_us`` and a ``missed`` remark where the
+    quantized kernel is slower: ``compiler.driver.fp32``); False skips that second compilation.
     """
+    schedules = None
+    if tuning_db is not None:
+        from .tune.apply import (
+            DatabaseSchedules,  # deferred: compiler.tune is a layer above the driver
+        )
+
+        schedules = DatabaseSchedules(tuning_db)  # opened and checked by the driver's request stage
     return compile_model(Request(model, target=target, pipeline=pipeline, input_shapes=input_shapes,
-                                 input_values=input_values, dim_ranges=dim_ranges, verify=verify,
-                                 benchmark=benchmark, check_passes=check_passes, backend=backend,
-                                 calibration_data=calibration_data, threads=threads), on_event)
+                                 input_values=input_values, dim_ranges=dim_ranges, verify=verify, benchmark=benchmark,
+                                 check_passes=check_passes, backend=backend, calibration_data=calibration_data,
+                                 threads=threads, schedules=schedules, compare_fp32=compare_fp32), on_event)

@@ -180,6 +180,8 @@ def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
     kernels = _compiled(events)
     if not kernels:
         raise ArtifactUnavailable("this compilation has no compiled kernels (it ended before codegen)")
+    from .codegen.checks import SYMBOL as FAULT_WORD  # llvmlite with it: only when asked
+    from .codegen.checks import fault_word_ir  # (the same)
     from .codegen.compile import _llvm, target_machine  # llvmlite: only when asked
 
     llvm = _llvm()
@@ -199,6 +201,8 @@ def module_object(events: Sequence[Mapping[str, Any]], target: str) -> bytes:
         from .runtime.pool_ir import pool_ir
 
         module.link_in(llvm.parse_assembly(pool_ir(t.triple)))
+    if any(FAULT_WORD in str(e["llvm_ir_optimized"]) for e in kernels):  # run-time checks write it
+        module.link_in(llvm.parse_assembly(fault_word_ir(t.triple)))
     module.triple = t.triple
     module.data_layout = str(tm.target_data)
     module.verify()

@@ -183,7 +183,7 @@ class PrismRep(BackendRep):
                                    if i.name not in inits)
         self.sequence_outputs = any(o.type.WhichOneof("value") != "tensor_type" for o in model.graph.output)
         self.children: dict[tuple[str, ...], PrismRep] = {}
-        self.layouts: dict[int, tuple[list[str], dict[str, Any]]] = {}  # per program: element outputs
+        self.layouts: dict[int, tuple[list[str], dict[str, Any]] | None] = {}  # per program: element outputs
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):

@@ -31,8 +31,20 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
+import compiler
+from compiler import bench_models, samples
+
 from .bench_models import BENCH_MODELS
+from .codegen.compile import compile_kernel
+from .ir import Graph, TensorType
+from .quant.bench import INT8_MODELS, bench_int8
+from .quant.bench import format_table as int8_table
+from .runtime.jit import JitModule
 from .runtime.pool import available_threads, check_threads
+from .schedule.microkernel import try_microkernel
+from .targets import get_target
 
 SAMPLE_MODELS = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
                  "light_resnet50", "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512", "yolov8n",
@@ -43,9 +55,6 @@ MODELS = SAMPLE_MODELS + list(BENCH_MODELS)
 def bench_model(name: str, *, target: str = "host", pipeline: str = "O2", threads: int | None = None) -> dict[str, Any]:
     """Compile, run, verify and time one model (a sample name or a ``compiler.bench_models`` name) at
     ``threads`` (None: all CPUs); returns its table row as a dict (:func:`result_row`)."""
-    import compiler
-    from compiler import bench_models, samples
-
     shapes = None
     if name in BENCH_MODELS:
         model: Any = str(bench_models.load(name))
@@ -93,24 +102,16 @@ CONV_SHAPES = [  # (input NCHW, weight OIHW, pads): typical ResNet-50 / Inceptio
 def bench_conv_kernels(repeats: int = 9) -> list[dict[str, Any]]:
     """GFLOP/s of the micro-kernel Conv (incl. its im2col) against numpy's matmul (OpenBLAS sgemm,
     set ``OPENBLAS_NUM_THREADS=1``) on the same GEMM (M = Co, K = Ci*KH*KW, N = OH*OW), one process."""
-    import numpy as np
-
-    from .codegen.compile import compile_kernel
-    from .ir import Graph, TensorType
-    from .runtime.jit import JitModule
-    from .schedule.microkernel import try_microkernel
-    from .targets import get_target
-
     rng = np.random.default_rng(0)
     tgt = get_target("host")
     rows = []
     for xs, ws, p in CONV_SHAPES:
         g = Graph("b")
         g.opset_imports = {"": 17}
-        x = g.add_input("x", TensorType.of(np.float32, xs))
+        x = g.add_input("x", TensorType.of(np.dtype(np.float32), xs))
         w = g.add_constant("w", rng.standard_normal(ws).astype(np.float32))
         n = g.add_node("Conv", [x, w], ["y"], {"pads": [p] * 4}, name="conv")
-        n.outputs[0].type = TensorType.of(np.float32, (1, ws[0], xs[2], xs[3]))
+        n.outputs[0].type = TensorType.of(np.dtype(np.float32), (1, ws[0], xs[2], xs[3]))
         lk = try_microkernel(n, "conv", 17, tgt)
         assert lk is not None
         ck = compile_kernel(lk.func, tgt)
@@ -119,6 +120,7 @@ def bench_conv_kernels(repeats: int = 9) -> list[dict[str, Any]]:
         for a in lk.args:
             buf = np.zeros(a.buffer.numel + 1024, np.float32)
             if a.kind == "const":
+                assert a.data is not None  # a constant argument carries its data
                 buf[:a.buffer.numel] = a.data.reshape(-1)
             elif a.name == "x":
                 buf[:a.buffer.numel] = rng.standard_normal(a.buffer.numel)
@@ -220,9 +222,6 @@ def main(argv: list[str] | None = None) -> int:
                          "with quantize{dtype=bf16|fp16}, against ONNX Runtime FP32")
     args = ap.parse_args(argv)
     if args.precision != "fp32":
-        from .quant.bench import INT8_MODELS, bench_int8
-        from .quant.bench import format_table as int8_table
-
         names = [m for m in args.models.split(",") if m] if args.models != ",".join(MODELS) else INT8_MODELS
         irows = [bench_int8(n, target=args.target, dtype=args.precision) for n in names]
         print(json.dumps(irows, indent=1) if args.json else int8_table(irows))

@@ -21,12 +21,13 @@ from typing import Any
 from . import api, samples
 from .api import compile as compile_model
 from .api import inspect_model
-from .errors import CompileError
+from .errors import CLI_SYNTAX, CompileError
 from .frontend import parse_input_shape
 from .frontend.dim_range import parse_dim_range
 from .frontend.input_values import parse_input_value
 from .result import json_default
 from .runtime.pool import available_threads, check_threads
+from .tune.errors import TuneError
 
 
 def _mib(n: Any) -> str:
@@ -40,6 +41,9 @@ def _memory_lines(mem: dict[str, Any]) -> list[str]:
     if isinstance(arena, int | float) and arena > 0 and isinstance(none, int | float) and isinstance(low, int | float):
         lines.append(f"memory: no-sharing / arena = {none / arena:.2f}x, arena / lower bound = "
                      f"{arena / low if low else float('inf'):.3f}x")
+    rng = mem.get("dim_range")
+    if rng:  # --dim-range: how the range is served (compiler.driver.dim_range)
+        lines.append(f"dim range {rng['dim']}={rng['min']}..{rng['max']} ({rng['mode']}): {rng['message']}")
     return lines
 
 
@@ -89,6 +93,10 @@ def _print_event(e: dict[str, Any], args: argparse.Namespace) -> None:
     elif t == "graph.fused" and e.get("control"):  # run-time If/Loop/Scan (compiler.driver.control)
         for d in e["control"]:
             print(f"control flow: {d['op']} {d['node']!r}: {d['decision']} ({', '.join(d['bodies'])})")
+    elif t == "tune.applied":
+        for w in e["warnings"]:
+            print(f"warning: {w}", file=sys.stderr)
+        print(e["message"])
     elif t == "memory.planned":
         for line in _memory_lines(e):
             print(line)
@@ -128,6 +136,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
         name, dims = parse_input_shape(text)
         shapes[name] = dims
     model, input_shapes = _resolve_model(args.model, shapes)
+    if args.tune_budget is not None:  # tune first, into --tuning-db, then compile with it
+        if not args.tuning_db:
+            raise CompileError("request", "--tune-budget needs --tuning-db FILE (where the tuned schedules go)")
+        from .tune import (
+            tune_model,  # deferred: compiler.tune sits above the driver (and loads XGBoost)
+        )
+
+        tune_model(model if args.random_weights is None else samples.randomized(model, seed=args.random_weights),
+                   budget_s=args.tune_budget, database=args.tuning_db, target=args.target, pipeline=args.pipeline,
+                   input_shapes=input_shapes, threads=args.threads,
+                   on_event=None if args.json else _print_tune_event)
     values = dict(parse_input_value(text) for text in args.input_value or []) or None
     ranges = dict(parse_dim_range(text) for text in args.dim_range or []) or None
     check_threads(args.threads)  # a one-line usage error before anything is read
@@ -137,7 +156,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     result = compile_model(model, target=args.target, pipeline=args.pipeline, input_shapes=input_shapes,
                            input_values=values, dim_ranges=ranges, on_event=on_event, verify=args.verify, benchmark=args.benchmark,
                            check_passes=args.check_passes, backend=not args.no_backend,
-                           calibration_data=args.calibration_data, threads=args.threads)
+                           calibration_data=args.calibration_data, threads=args.threads, tuning_db=args.tuning_db)
     report = result.to_dict()
     if args.emit_dir:
         _emit_files(Path(args.emit_dir), report, result.events)
@@ -153,6 +172,52 @@ def cmd_compile(args: argparse.Namespace) -> int:
         where = "".join(f" [{k} {err[k]}]" for k in ("pass", "node", "kernel") if err.get(k))
         print(f"error: {err.get('stage')}: {err.get('message')}{where}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _print_tune_event(e: dict[str, Any]) -> None:
+    t = e["type"]
+    if t == "tune.started":
+        print(f"tuning {e['model']} for {e['target']}: {len(e['tasks'])} workloads of {e['kernels']} kernels, "
+              f"budget {e['budget_s']:g} s, {e['threads']} thread(s)")
+    elif t == "tune.progress" and "measuring" in e:  # a batch submitted
+        print(f"[{e['elapsed_s']:7.1f} s] {e['kernel']}: measuring {e['measuring']} candidates")
+    elif t == "tune.progress":
+        best, default = e["best_us"], e["default_us"]
+        gain = f" ({default / best:.2f}x)" if best and default else ""
+        print(f"[{e['elapsed_s']:7.1f} s] {e['kernel']}: {e['trials']} trials, best "
+              f"{best if best is None else f'{best:.1f}'} us, default {default if default is None else f'{default:.1f}'}"
+              f" us{gain}" + (f", {e['discarded']} discarded" if e["discarded"] else ""))
+        for m in e.get("messages", []):
+            print(f"    discarded: {m}")
+    elif t == "tune.finished":
+        stored = sum(1 for k in e["tuned"] if k["stored"])
+        why = _TUNE_ENDS.get(str(e.get("reason")), "stopped" if e["stopped"] else "")
+        print(f"tuned in {e['duration_s']:.0f} s: {e['trials']} trials, {stored} workloads stored in {e['database']}"
+              + (f" ({why})" if why else "") + (f": {e['error']}" if e.get("error") else ""))
+
+
+_TUNE_ENDS = {"budget": "budget spent", "stopped": "stopped", "exhausted": "every candidate schedule measured",
+              "error": "ended by an error"}  # tune.finished's reason
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .tune import (
+        tune_model,  # deferred: compiler.tune sits above the driver (and loads XGBoost)
+    )
+
+    shapes: dict[str, list[Any]] = dict(parse_input_shape(text) for text in args.input_shape or [])
+    model, input_shapes = _resolve_model(args.model, shapes)
+    if args.random_weights is not None:
+        model = samples.randomized(model, seed=args.random_weights)  # type: ignore[assignment]
+    r = tune_model(model, budget_s=args.budget, database=args.db, target=args.target, pipeline=args.pipeline,
+                   input_shapes=input_shapes, threads=args.threads, on_event=_print_tune_event,
+                   batch_size=args.batch, max_tasks=args.max_tasks, retune=args.retune)
+    if r.skipped:
+        print(f"{r.skipped} workloads already in {args.db}: not measured again (--retune to tune them)")
+    if r.reason == "error":
+        print(f"error: the search ended early: {r.error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -192,7 +257,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, metavar="N",
                    help="threads of the compiled model's parallel loops and of ONNX Runtime beside it "
                    f"(1..{available_threads()}; default all the CPUs this process may use)")
+    c.add_argument("--tuning-db", metavar="FILE.jsonl",
+                   help="schedule each kernel by its workload's best record in this tuning database (python -m "
+                   "compiler tune writes it)")
+    c.add_argument("--tune-budget", type=float, metavar="SECONDS",
+                   help="first tune the model's kernels for this long into --tuning-db (python -m compiler tune)")
     c.set_defaults(func=cmd_compile)
+    t = sub.add_parser("tune", help="search schedules for a model's kernels and store the best in a tuning database")
+    t.add_argument("model", help="an .onnx file or a sample name")
+    t.add_argument("--budget", "--tune-budget", type=float, required=True, metavar="SECONDS",
+                   help="wall-clock seconds for the whole run (passes, search and measurements)")
+    t.add_argument("--db", required=True, metavar="FILE.jsonl", help="the tuning database (JSON lines; appended)")
+    t.add_argument("--target", default="host")
+    t.add_argument("--pipeline", default="O2")
+    t.add_argument("--input-shape", action="append", metavar="NAME=D1,D2,...")
+    t.add_argument("--threads", type=int, metavar="N", help="threads kernels are timed at (default: all CPUs)")
+    t.add_argument("--batch", type=int, default=8, help="candidates per measurement batch (one child each)")
+    t.add_argument("--max-tasks", type=int, metavar="N", help="tune only the N workloads of largest estimated time")
+    t.add_argument("--retune", action="store_true", help="tune workloads the database already holds too")
+    t.add_argument("--random-weights", type=int, metavar="SEED", help="as compile --random-weights")
+    t.set_defaults(func=cmd_tune)
     i = sub.add_parser("inspect", help="describe a model's inputs and outputs")
     i.add_argument("model")
     i.set_defaults(func=cmd_inspect)
@@ -204,9 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    token = CLI_SYNTAX.set(True)  # hints in messages name this interface's options
     try:
         return int(args.func(args))
-    except CompileError as exc:
+    except (CompileError, TuneError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -218,3 +303,5 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # never a traceback for the user
         print(f"error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
+    finally:
+        CLI_SYNTAX.reset(token)

@@ -9,9 +9,20 @@ Its :meth:`CompileError.to_dict` is the payload of a ``compile.failed`` event (D
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from typing import Any
 
 from .events.schema import FAILURE_STAGES
+
+#: set by the command line (compiler.cli.main): a hint in a message names its options (``--input-shape
+#: x=1,3``); else, for the API and the explorer's form, the request's fields (``input_shapes={...}``)
+CLI_SYNTAX: ContextVar[bool] = ContextVar("prism_cli_syntax", default=False)
+
+
+def syntax(cli: str, api: str) -> str:
+    """``cli`` under the command line (:data:`CLI_SYNTAX`), else ``api``: the form a hint suggests."""
+    return cli if CLI_SYNTAX.get() else api
+
 
 # terminal escape sequences (colour codes ONNX Runtime and LLVM print) and other control characters
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x1f\x7f-\x9f]")

@@ -22,6 +22,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from . import api
 from .artifacts import run_levels
 from .driver.prepare import with_input_shapes
 from .passes.pipeline import cut_after_run
@@ -97,8 +98,6 @@ def reproducer_zip(model: bytes, *, failure: Mapping[str, Any], target: str, pip
     the 0-based index of the pass run that failed (None when no pass did); ``pipeline``: expanded
     text; ``levels``: each pass run's level from the events (``compiler.passes.pipeline.cut_after_run``;
     the ONNX-level runs are counted by running them when not given)."""
-    from . import api
-
     if failed_pass is None:
         truncated = pipeline
     else:

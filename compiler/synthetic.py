@@ -32,6 +32,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+import compiler
+
 
 class SeededGraph:
     """The nodes and initializers of one ONNX graph being built: unique names and a seeded generator.
@@ -189,8 +191,6 @@ MODELS = {
 
 def main(argv: list[str] | None = None) -> int:
     """Compile each synthetic model at O2 and print Prism ms, ONNX Runtime ms and the ratio (one run)."""
-    import compiler
-
     ap = argparse.ArgumentParser(prog="python -m compiler.synthetic", description=main.__doc__)
     ap.add_argument("models", nargs="*", default=list(MODELS), help=f"models (default all: {', '.join(MODELS)})")
     ap.add_argument("--pipeline", default="O2")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .errors import CompileError
@@ -37,6 +38,9 @@ class Target:
         vector_width_f32: f32 lanes per vector register the schedules use.
         runnable: True where code for this target runs on this machine.
         note: why a target is not runnable here, else ``""``.
+        l2_bytes: the L2 cache of one core (bytes) the schedules size their blocks for: this machine's
+            (``/sys/devices/system/cpu/cpu0/cache``) for the targets that run here, the CPU's for the
+            cross targets (1 MiB on Neoverse V1), :data:`DEFAULT_L2_BYTES` where it cannot be read.
     """
 
     name: str
@@ -46,6 +50,11 @@ class Target:
     vector_width_f32: int
     runnable: bool
     note: str = ""
+    l2_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.l2_bytes <= 0:
+            object.__setattr__(self, "l2_bytes", host_l2_bytes() if self.runnable else DEFAULT_L2_BYTES)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "triple": self.triple, "cpu": self.cpu, "features": self.features,
@@ -58,6 +67,26 @@ def _llvm() -> Any:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     return llvm
+
+
+DEFAULT_L2_BYTES = 1024 * 1024
+
+
+@lru_cache(maxsize=1)
+def host_l2_bytes() -> int:
+    """This machine's per-core L2 cache (bytes) as Linux reports it (the level-2 data or unified cache
+    of cpu0 under ``/sys/devices/system/cpu/cpu0/cache``); :data:`DEFAULT_L2_BYTES` where it cannot
+    be read."""
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for d in sorted(base.glob("index*")):
+            if (d / "level").read_text().strip() == "2" and (d / "type").read_text().strip() in ("Unified", "Data"):
+                size = (d / "size").read_text().strip().upper()
+                scale = {"K": 1024, "M": 1024 * 1024}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_L2_BYTES
 
 
 @lru_cache(maxsize=1)
@@ -101,7 +130,7 @@ def _all() -> dict[str, Target]:
         "x86-64-v3": _x86_level("x86-64-v3", _V3, "x86-64-v3"),
         "x86-64-v4": _x86_level("x86-64-v4", _V4, "x86-64-v4"),
         "aarch64": Target("aarch64", "aarch64-unknown-linux-gnu", "neoverse-v1", "+neon,+sve,+fullfp16", 4,
-                          False, CODE_ONLY),
+                          False, CODE_ONLY, 1024 * 1024),
         "riscv64": Target("riscv64", "riscv64-unknown-linux-gnu", "generic-rv64", "+m,+a,+f,+d,+c,+v", 4,
                           False, CODE_ONLY),
     }

@@ -15,6 +15,8 @@ os.environ.setdefault("DJANGO_SECRET_KEY", f"prism-tests-only-{os.urandom(16).he
 # the tests' clients send bursts of uploads and compilations; test_explorer_security tests the limits
 os.environ.setdefault("PRISM_UPLOAD_RATE", "100000/min")
 os.environ.setdefault("PRISM_COMPILE_RATE", "100000/min")
+os.environ.setdefault("PRISM_COMMENT_RATE", "100000/min")  # limits: test_explorer_rate_limits
+os.environ.setdefault("PRISM_WS_CONNECT_RATE", "100000/min")
 os.environ.pop("DATABASE_URL", None)  # in-process tests use pytest-django's own test database
 _var = tempfile.mkdtemp(prefix="prism-test-var-")
 os.environ["PRISM_VAR_DIR"] = _var

@@ -6,7 +6,8 @@ Nothing here reads memory or the loop environment; each function takes the ``ir.
 with and operands of equal lane count (scalars, or ``<L x T>`` vectors). Semantics: IEEE float
 without fast-math flags; float ``min``/``max`` are numpy's ``minimum``/``maximum`` (what
 ``onnx.reference`` runs); integer ``//``, ``%`` and ``/`` truncate (``sdiv``/``srem``, ``udiv``/``urem``
-for unsigned dtypes), a zero divisor dividing by 1 (undefined in ONNX).
+for unsigned dtypes), a zero divisor dividing by 1 (undefined in ONNX; for an ONNX Div or Mod the
+lowering's run-time check fails the run, ``compiler.runtime.faults``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from llvmlite import ir
@@ -58,8 +59,7 @@ def kernel_bytes(ck: CompiledKernel) -> int:
 
 _KERNELS: LRUCache[CompiledKernel] | None = None
 _KERNELS_LOCK = threading.Lock()
-_TM: dict[str, object] = {}
-_TM_LOCK = threading.Lock()
+_TM = threading.local()  # per thread: {target name: TargetMachine}
 
 
 def kernel_cache() -> LRUCache[CompiledKernel]:
@@ -72,26 +72,54 @@ def kernel_cache() -> LRUCache[CompiledKernel]:
         return _KERNELS
 
 
+_LLVM_LOCK = threading.Lock()
+_LLVM_READY: list[bool] = []
+
+
 def _llvm():  # type: ignore[no-untyped-def]
-    """llvmlite.binding with every target and assembly printer initialized."""
+    """llvmlite.binding with every target and assembly printer initialized, once per process under a
+    lock: the codegen threads of a fresh process's first compilation (every compilation's, in the
+    explorer's compiling child) would otherwise register LLVM's targets at the same time."""
     import llvmlite.binding as llvm  # deferred: loading LLVM costs ~100 ms, and callers that stop before codegen never need it
 
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
+    with _LLVM_LOCK:
+        if not _LLVM_READY:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _LLVM_READY.append(True)
     return llvm
 
 
 def target_machine(target: Target):  # type: ignore[no-untyped-def]
     """The llvmlite TargetMachine for ``target`` at -O3, PIC, default code model: created once per target
-    name (under a lock, so threads compiling in parallel share one)."""
-    with _TM_LOCK:
-        tm = _TM.get(target.name)
-        if tm is None:
-            llvm = _llvm()
-            t = llvm.Target.from_triple(target.triple)
-            tm = _TM[target.name] = t.create_target_machine(cpu=target.cpu, features=target.features, opt=3,
-                                                            reloc="pic", codemodel="default")
-        return tm
+    name and thread. Not shared across threads: LLVM's X86TargetMachine fills its subtarget map lazily,
+    without a lock, on the first function of each attribute set (llvm/lib/Target/X86/X86TargetMachine.cpp,
+    getSubtargetImpl), so two codegen threads emitting through one machine race."""
+    machines = getattr(_TM, "machines", None)
+    if machines is None:
+        machines = _TM.machines = {}
+    tm = machines.get(target.name)
+    if tm is None:
+        llvm = _llvm()
+        t = llvm.Target.from_triple(target.triple)
+        tm = machines[target.name] = t.create_target_machine(cpu=target.cpu, features=target.features, opt=3,
+                                                             reloc="pic", codemodel="default")
+    return tm
+
+
+def emit_function_object(build_ir: Callable[[], str], target: Target, what: str) -> bytes:
+    """The ELF object of the LLVM module whose text ``build_ir()`` returns, verified and emitted with
+    :func:`target_machine` (no module optimization: entry, batch and loop functions are lists of calls).
+    Raises CompileError(stage="codegen") naming ``what`` when building, verifying or emitting fails."""
+    llvm = _llvm()
+    try:
+        mod = llvm.parse_assembly(build_ir(), context=llvm.create_context())  # a context per module: see _compile
+        mod.verify()
+        tm = target_machine(target)
+        mod.data_layout = str(tm.target_data)
+        return bytes(tm.emit_object(mod))
+    except Exception as e:  # LLVM verifier / backend errors
+        raise CompileError("codegen", f"{what}: LLVM failed: {str(e).splitlines()[0]}") from e
 
 
 def has_fma(target: Target) -> bool:
@@ -112,15 +140,18 @@ def kernel_key(func: PrimFunc, target: Target) -> str:
     return hashlib.sha256(f"{target.name}\n{text}".encode()).hexdigest()
 
 
-def compile_kernel(func: PrimFunc, target: Target) -> CompiledKernel:
+def compile_kernel(func: PrimFunc, target: Target, texts: bool = True) -> CompiledKernel:
     """Compile ``func`` for ``target`` through :func:`kernel_cache` (a hit has ``cached`` True and
-    ``compile_ms`` 0.0). Raises CompileError(stage="codegen", kernel=...) when LLVM rejects it."""
+    ``compile_ms`` 0.0). ``texts=False`` (the tuner's measurement child, which only runs the code) emits
+    the object alone: ``llvm_ir_optimized`` and ``asm`` are empty and there are no line maps (about a
+    quarter of a kernel's compile time is the assembly text); such results are cached apart from the
+    full ones. Raises CompileError(stage="codegen", kernel=...) when LLVM rejects it."""
     key = kernel_key(func, target)
-    ck, hit = kernel_cache().get_or_create(key, lambda: _compile(func, target, key))
+    ck, hit = kernel_cache().get_or_create(key if texts else key + ":obj", lambda: _compile(func, target, key, texts))
     return replace(ck, compile_ms=0.0, cached=True) if hit else ck
 
 
-def _compile(func: PrimFunc, target: Target, key: str) -> CompiledKernel:
+def _compile(func: PrimFunc, target: Target, key: str, texts: bool = True) -> CompiledKernel:
     t0 = time.perf_counter()
     llvm = _llvm()
     symbol = "prism_k_" + key[:16]
@@ -130,7 +161,9 @@ def _compile(func: PrimFunc, target: Target, key: str) -> CompiledKernel:
         feats = frozenset(f[1:] for f in target.features.split(",") if f.startswith("+"))
         KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target), features=feats).emit()
         text = str(mod)
-        parsed = llvm.parse_assembly(text)
+        # Its own LLVMContext: LLVM contexts are not thread-safe, and compile_all parses and optimizes two
+        # kernels at a time (llvmlite's default is the one global context). The module keeps it alive.
+        parsed = llvm.parse_assembly(text, context=llvm.create_context())
         parsed.verify()
         tm = target_machine(target)
         parsed.triple = target.triple
@@ -141,13 +174,16 @@ def _compile(func: PrimFunc, target: Target, key: str) -> CompiledKernel:
         pto.loop_unrolling = True
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(parsed, pb)
-        opt = str(parsed)
-        asm = tm.emit_assembly(parsed)
+        opt = str(parsed) if texts else ""
+        asm = tm.emit_assembly(parsed) if texts else ""
         obj = tm.emit_object(parsed)
     except CompileError:
         raise
     except Exception as e:  # LLVM verifier / backend errors
         raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {str(e).splitlines()[0] if str(e) else e}",
                            kernel=func.name) from e
-    return CompiledKernel(symbol, text, opt, asm, obj, (time.perf_counter() - t0) * 1e3, asm_lines=tuple(asm_line_map(asm)),
+    ms = (time.perf_counter() - t0) * 1e3
+    if not texts:
+        return CompiledKernel(symbol, "", "", "", obj, ms)
+    return CompiledKernel(symbol, text, opt, asm, obj, ms, asm_lines=tuple(asm_line_map(asm)),
                           llvm_ir_lines=tuple(llvm_line_map(text)), llvm_ir_optimized_lines=tuple(llvm_line_map(opt)))

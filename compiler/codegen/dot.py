@@ -7,9 +7,14 @@ Intel SDM). ``dpwssd(acc, a, b)``: ``acc + sum_{j<2} s16(a_j) * s16(b_j)`` over 
 
 Emitted as: ``llvm.x86.avx512.vpdpbusd.512`` / ``vpdpwssd.512`` on targets with ``avx512vnni`` (16
 lanes); ``pmaddwd`` (``llvm.x86.avx2.pmadd.wd``, ``llvm.x86.avx512.pmaddw.d.512``, ``llvm.x86.sse2.pmadd.wd``)
-plus ``add`` for ``dpwssd`` on x86 without VNNI; elsewhere (and for ``dpbusd`` without VNNI) the
-portable form: the bytes or halves widened to i32, multiplied, and summed lane group by lane group.
-All forms are exact (32-bit accumulation of products that fit in 32 bits).
+plus ``add`` for ``dpwssd`` on x86 without VNNI; ``dpbusd`` on AVX2 without VNNI (vectors of 8, 16, 32 or 64 lanes, in 8-lane pieces) as
+``vpmaddubsw`` (``llvm.x86.avx2.pmadd.ub.sw``: u8 x s8 products of adjacent byte pairs summed into i16,
+*saturating*) then ``vpmaddwd`` with ones (the two i16 of each lane summed into i32) then ``add``, the
+step of ONNX Runtime MLAS's AVX2 U8S8 kernel; elsewhere the portable form: the bytes or halves widened to
+i32, multiplied, and summed lane group by lane group. All forms but the AVX2 ``dpbusd`` are exact (32-bit
+accumulation of products that fit in 32 bits); that one equals ``vpdpbusd`` only where no byte pair
+``u*w0 + v*w1`` (u, v in [0, 255]) leaves int16, which ``compiler.quant.pack.pairs_fit_i16`` checks on
+the constant weights before a kernel chooses it (``choose_group``).
 
 ``dpbf16ps(acc, a, b)``: per f32 lane, ``acc + a.hi * b.hi + a.lo * b.lo`` with ``a``/``b`` words of two
 bfloat16 values (AVX-512 BF16 ``vdpbf16ps``; a portable form of shifts and float multiply-adds elsewhere).
@@ -126,6 +131,8 @@ def emit_dot(m: ir.Module, b: ir.IRBuilder, fn: str, args: list[ir.Value], featu
     elif fn == "dpwssd" and vnni and lanes == 16:
         f = _declare(m, "llvm.x86.avx512.vpdpwssd.512", av.type, [av.type] * 3)
         r = b.call(f, [av, xv, yv])
+    elif fn == "dpbusd" and not scalar and lanes >= 8 and lanes & (lanes - 1) == 0 and "avx2" in features:
+        r = b.add(av, _pmaddubsw_wd(m, b, xv, yv, lanes))
     elif fn == "dpwssd" and _pmadd(features, lanes) is not None:
         name = _pmadd(features, lanes)
         i16v = _vec(ir.IntType(16), 2 * lanes)
@@ -134,6 +141,27 @@ def emit_dot(m: ir.Module, b: ir.IRBuilder, fn: str, args: list[ir.Value], featu
     else:
         r = _portable(b, av, xv, yv, lanes, 4 if fn == "dpbusd" else 2, unsigned_a=fn == "dpbusd")
     return b.extract_element(r, ir.IntType(64)(0)) if scalar else r
+
+
+def _pmaddubsw_wd(m: ir.Module, b: ir.IRBuilder, x: ir.Value, y: ir.Value, lanes: int) -> ir.Value:
+    """``pmaddwd(pmaddubsw(x, y), 1)`` per 8-lane (256-bit) piece of the ``<lanes x i32>`` words ``x``
+    (u8 bytes) and ``y`` (s8 bytes), concatenated: per i32 lane ``sat16(x0*y0 + x1*y1) + sat16(x2*y2 + x3*y3)``."""
+    i8v, i16v, i32v = _vec(ir.IntType(8), 32), _vec(ir.IntType(16), 16), _vec(I32, 8)
+    ubsw = _declare(m, "llvm.x86.avx2.pmadd.ub.sw", i16v, [i8v, i8v])
+    wd = _declare(m, "llvm.x86.avx2.pmadd.wd", i32v, [i16v, i16v])
+    ones = ir.Constant(i16v, [ir.IntType(16)(1)] * 16)
+    pieces = []
+    for start in range(0, lanes, 8):
+        sel = ir.Constant(_vec(I32, 8), list(range(start, start + 8)))
+        xs, ys = ((v if lanes == 8 else b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), sel)) for v in (x, y))
+        pieces.append(b.call(wd, [b.call(ubsw, [b.bitcast(xs, i8v), b.bitcast(ys, i8v)]), ones]))
+    while len(pieces) > 1:  # concatenate pairwise: <8> + <8> -> <16> ...
+        nxt = []
+        for a, c in zip(pieces[::2], pieces[1::2], strict=True):
+            n = a.type.count
+            nxt.append(b.shuffle_vector(a, c, ir.Constant(_vec(I32, 2 * n), list(range(2 * n)))))
+        pieces = nxt
+    return pieces[0]
 
 
 def _pmadd(features: frozenset[str], lanes: int) -> str | None:

@@ -24,8 +24,8 @@ from typing import Any
 
 from llvmlite import ir
 
-from ..errors import CompileError
 from ..targets import Target
+from .compile import emit_function_object
 
 PTR = ir.PointerType()
 I64 = ir.IntType(64)
@@ -37,7 +37,8 @@ class EntryLayout:
 
     Attributes:
         slots: the keys of table slots 1.. (slot 0 is the arena): ``("value", name)``, ``("const",
-            index)`` or ``("scratch", call index, arg index)``, in first-use order.
+            index)``, ``("scratch", call index, arg index)`` or ``("dim",)`` (an ``i64`` holding the
+            run-time batch size: ``compiler.codegen.batch_entry``), in first-use order.
         args: per call, per parameter, ``("arena", byte offset)`` or ``("slot", slot index)``.
     """
 
@@ -57,7 +58,7 @@ def entry_layout(calls: Sequence[dict[str, Any]], values: dict[str, dict[str, An
                 args.append(("arena", int(values[a["name"]]["offset"])))
                 continue
             key = ("value", a["name"]) if a["kind"] == "value" else ("const", a["index"]) \
-                if a["kind"] == "const" else ("scratch", ci, ai)
+                if a["kind"] == "const" else ("dim",) if a["kind"] == "dim" else ("scratch", ci, ai)
             args.append(("slot", slot_of.setdefault(key, len(slot_of) + 1)))
         per_call.append(tuple(args))
     return EntryLayout(tuple(slot_of), tuple(per_call))
@@ -103,17 +104,8 @@ def compile_entry(calls: Sequence[dict[str, Any]], values: dict[str, dict[str, A
     """``(symbol, layout, ELF object)`` of the entry function of a Program's call list for ``target``
     (``compiler.codegen.compile.target_machine``; no optimization: the function is a list of calls).
     Raises CompileError(stage="codegen") when LLVM rejects it."""
-    from .compile import _llvm, target_machine
-
     layout = entry_layout(calls, values)
     symbol = entry_symbol(calls, layout)
-    llvm = _llvm()
-    try:
-        mod = llvm.parse_assembly(entry_ir(calls, layout, symbol, target.triple))
-        mod.verify()
-        tm = target_machine(target)
-        mod.data_layout = str(tm.target_data)
-        obj = tm.emit_object(mod)
-    except Exception as e:  # LLVM verifier / backend errors
-        raise CompileError("codegen", f"entry function {symbol}: LLVM failed: {str(e).splitlines()[0]}") from e
+    obj = emit_function_object(lambda: entry_ir(calls, layout, symbol, target.triple), target,
+                               f"entry function {symbol}")
     return symbol, layout, obj

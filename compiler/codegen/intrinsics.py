@@ -28,6 +28,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .checks import emit_check
+from .dot import emit_dot
+from .narrow import emit
+
 _LLVM = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor",
          "ceil": "llvm.ceil", "round": "llvm.roundeven", "pow": "llvm.pow", "sin": "llvm.sin", "cos": "llvm.cos",
          "fma": "llvm.fma", "copysign": "llvm.copysign"}
@@ -67,15 +71,14 @@ class Intrinsics:
             return self.m.globals[name]
         return ir.Function(self.m, ir.FunctionType(t, [t] * _ARITY.get(fn, 1)), name)
 
-    def call(self, b: ir.IRBuilder, fn: str, args: list[ir.Value]) -> ir.Value:
+    def call(self, b: ir.IRBuilder, fn: str, args: list[ir.Value], mask: ir.Value | None = None) -> ir.Value:
+        """``fn`` on ``args``; ``mask``: the lanes the store being emitted keeps (a ``check`` counts only those)."""
         t = args[0].type
+        if fn == "check":  # a run-time check (compiler.codegen.checks, compiler.runtime.faults)
+            return emit_check(self.m, b, args[0], args[1], args[2], mask)
         if fn.startswith("narrow."):  # rounding to a narrow float format (compiler.codegen.narrow)
-            from .narrow import emit
-
             return emit(self, b, fn, args[0])
         if fn in ("dpbusd", "dpwssd", "dpbf16ps", "bf16lo", "bf16hi"):  # dot steps (compiler.codegen.dot)
-            from .dot import emit_dot
-
             return emit_dot(self.m, b, fn, args, self.features)
         if fn == "neg":
             return b.fneg(args[0]) if not isinstance(_elem(t), ir.IntType) else b.neg(args[0])

@@ -10,7 +10,9 @@ with L the loop extent, or chunks of the target's f32 width when the extent is a
 In a vectorized body a load whose flat offset is ``1 * var + invariant`` is one vector load,
 ``s * var + invariant`` (s = 2..4) one wider load and a shuffle (reading at most s - 1 elements
 past the last used one: the runtime leaves slack after every buffer), an invariant load is a scalar
-load and a broadcast, anything else a per-lane gather; stores alike (strided stores per lane).
+load and a broadcast, anything else a per-lane gather; stores alike (strided stores per lane). A 256-entry byte table read at
+an 8-bit index is a ``vpermi2b`` lookup where the target has it (``compiler.codegen.lookup``); a select
+whose condition is the same on every lane is a branch (``compiler.codegen.branch``).
 A local buffer allocated inside a vectorized loop holds vectors (an accumulator per lane).
 
 Floating point: IEEE semantics, no fast-math flags, except that ``a * b + c`` in float is emitted
@@ -56,11 +58,13 @@ from ..loops.ir import (
 from ..loops.ir import linear_coeff as _linear
 from .arith import I64, LTYPE, MTYPE, PTR, binary, cast, isf, splat
 from .arith import V as _V
+from .branch import counted_loop, uniform_select, wants_branch
 from .debuginfo import DebugInfo
 from .guards import conjuncts as _conjuncts
 from .guards import guarded as _guarded
 from .guards import unclamp as _unclamp
 from .intrinsics import Intrinsics, _suffix
+from .lookup import byte_index, emit_lookup
 from .parallel import emit_parallel
 
 
@@ -80,6 +84,7 @@ class KernelCodegen:
         self.env: dict[str, _V] = {}
         self.vec: tuple[str, int] | None = None  # (var name, lanes) of the enclosing vectorized loop
         self.intr = Intrinsics(module, fma, features)
+        self._lane_mask: ir.Value | None = None
         self._access: dict[tuple, tuple[str, Expr]] = {}  # type: ignore[type-arg]
         self.in_task, self.n_tasks = False, 0  # inside an outlined parallel body; bodies outlined so far
         self.dbg = DebugInfo(module, func, self.fn)  # !dbg locations: loop-IR lines
@@ -131,7 +136,9 @@ class KernelCodegen:
             if kind != "vector":
                 raise CompileError("codegen", f"{self.f.name}: masked store to {st.buf.name} is not contiguous",
                                    kernel=self.f.name)
+            self._lane_mask = mask.val  # a run-time check counts only the stored lanes
             val = self._to_mem(self._widen(self._ev(st.value), mask.lanes).val, st.buf.dtype)
+            self._lane_mask = None
             vt = val.type
             name = f"llvm.masked.store.{_suffix(vt)}.p0"
             fn = self.m.globals.get(name) or ir.Function(
@@ -148,29 +155,19 @@ class KernelCodegen:
         if lanes > 1:
             self.vlocal[buf.name] = lanes
 
-    def _loop(self, extent: int, body, name: str) -> None:  # type: ignore[no-untyped-def]
-        pre = self.b.block
-        head = self.fn.append_basic_block(f"{name}.head")
-        loop = self.fn.append_basic_block(f"{name}.body")
-        done = self.fn.append_basic_block(f"{name}.end")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        i = self.b.phi(I64, name=name)
-        i.add_incoming(I64(0), pre)
-        self.b.cbranch(self.b.icmp_signed("<", i, I64(extent)), loop, done)
-        self.b.position_at_end(loop)
-        body(i)
-        nxt = self.b.add(i, I64(1), flags=["nsw", "nuw"])
-        i.add_incoming(nxt, self.b.block)
-        self.b.branch(head)
-        self.b.position_at_end(done)
-
     def _for(self, s: For) -> None:
         name = s.var.name
+        if s.bound is not None and s.kind in ("unrolled", "vectorized"):
+            raise CompileError("codegen", f"{self.f.name}: {s.kind} loop {name} has a run-time bound",
+                               kernel=self.f.name)
         if s.kind == "unrolled":
             for k in range(s.extent):
                 self.env[name] = _V(I64(k), 1)
                 self._stmt(s.body)
+            return
+        if s.kind == "vectorized" and s.extent == 1 and self.vec is None:
+            self.env[name] = _V(I64(0), 1)  # one lane: the scalar body (a <1 x T> vector would meet scalars)
+            self._stmt(s.body)
             return
         if s.kind == "vectorized":
             if self.vec is not None:
@@ -194,12 +191,17 @@ class KernelCodegen:
                 for c in range(chunks):
                     body(I64(c * lanes))
             else:
-                self._loop(chunks, lambda i: body(self.b.mul(i, I64(lanes))), name)
+                counted_loop(self.b, self.fn, chunks, lambda i: body(self.b.mul(i, I64(lanes))), name)
             self.vec = None
             return
         if s.kind == "parallel" and emit_parallel(self, s):
             return
-        self._loop(s.extent, lambda i: (self.env.__setitem__(name, _V(i, 1)), self._stmt(s.body)), name)
+
+        def step(i: ir.Value) -> None:  # one iteration of a counted loop
+            self.env[name] = _V(i, 1)
+            self._stmt(s.body)
+
+        counted_loop(self.b, self.fn, s.extent if s.bound is None else self._ev(s.bound).val, step, name)
 
     def _classify(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, Expr]:
         """Symbolic part of an access (cached: unrolled copies share it): its kind and offset expression."""
@@ -288,7 +290,10 @@ class KernelCodegen:
             masked = self._masked_load(e)
             if masked is not None:
                 return masked
-            c, t, f = self._ev(e.cond), self._ev(e.t), self._ev(e.f)
+            c = self._ev(e.cond)
+            if wants_branch(e, c, self.vec[1] if self.vec else None):  # evaluate only the side taken
+                return uniform_select(self, e, c, self.vec[1])  # type: ignore[index]
+            t, f = self._ev(e.t), self._ev(e.f)
             n = max(c.lanes, t.lanes, f.lanes)
             c, t, f = self._widen(c, n), self._widen(t, n), self._widen(f, n)
             return _V(self.b.select(c.val, t.val, f.val), n)
@@ -298,7 +303,7 @@ class KernelCodegen:
             args = [self._ev(a) for a in e.args]
             n = max(a.lanes for a in args)
             args = [self._widen(a, n) for a in args]
-            return _V(self.intr.call(self.b, e.fn, [a.val for a in args]), n)
+            return _V(self.intr.call(self.b, e.fn, [a.val for a in args], self._lane_mask), n)
         raise CompileError("codegen", f"{self.f.name}: cannot emit {type(e).__name__}", kernel=self.f.name)
 
     def _masked_load(self, e: Select) -> _V | None:
@@ -345,6 +350,9 @@ class KernelCodegen:
         return _V(self.b.select(c.val, picked, self._widen(f, lanes).val), lanes)
 
     def _load(self, e: Load) -> _V:
+        if self.vec is not None and (lut := byte_index(e)) is not None:  # a byte table (compiler.codegen.lookup)
+            x = self._ev(lut[0])
+            return _V(emit_lookup(self.m, self.b, self.ptr[e.buf.name], x.val, lut[1], self.intr.features), x.lanes)
         kind, where = self._addr(e.buf, e.indices)
         mt = MTYPE[e.buf.dtype]
         if kind == "scalar":

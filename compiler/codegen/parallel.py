@@ -5,7 +5,8 @@ to ``TVMBackendParallelLaunch``:
 
 - a task function ``void @<kernel>.task<k>(ptr closure, i64 task, i64 n)`` (internal) that loads the
   kernel's buffer pointers and the enclosing loops' variables from the closure and runs the
-  iterations ``[task * E / n, (task + 1) * E / n)`` of the loop: a static, contiguous partition, so
+  iterations ``[task * E / n, (task + 1) * E / n)`` of the loop (E its extent, or its run-time
+  ``bound`` evaluated before the launch and passed in the closure): a static, contiguous partition, so
   each thread's rows are adjacent in memory and every iteration is computed by the same code at any
   thread count;
 - at the loop's place, the closure (a struct on the stack: one ``ptr`` per kernel parameter, one
@@ -83,16 +84,18 @@ def emit_parallel(cg: Any, loop: For) -> bool:
         return False
     params = [p.name for p in cg.f.params]
     var_names = sorted(names)
-    sty = ir.LiteralStructType([PTR] * len(params) + [I64] * len(var_names))
+    # a run-time bound (For.bound) is evaluated here and handed to the tasks as a closure field
+    count = I64(loop.extent) if loop.bound is None else cg._ev(loop.bound).val
+    sty = ir.LiteralStructType([PTR] * len(params) + [I64] * (len(var_names) + 1))
     cg.n_tasks += 1
     task = ir.Function(cg.m, TASK_FN, f"{cg.fn.name}.task{cg.n_tasks}")
     task.linkage = "internal"
     closure = ir.IRBuilder(cg.entry).alloca(sty, name=f"closure{cg.n_tasks}")
-    for i, v in enumerate([cg.ptr[p] for p in params] + [cg.env[n].val for n in var_names]):
+    for i, v in enumerate([cg.ptr[p] for p in params] + [cg.env[n].val for n in var_names] + [count]):
         cg.b.store(v, _field(cg.b, closure, sty, i))
     launch = cg.m.globals.get(LAUNCH) or ir.Function(cg.m, ir.FunctionType(VOID, [PTR, PTR, I64]), LAUNCH)
     _body(cg, task, sty, params, var_names, loop)
-    cg.b.call(launch, [task, closure, I64(loop.extent)])
+    cg.b.call(launch, [task, closure, count])
     return True
 
 
@@ -117,7 +120,7 @@ def _body(cg: Any, task: ir.Function, sty: ir.LiteralStructType, params: list[st
     cg.vlocal = {}
     cg.in_task = True
     try:
-        ext = I64(loop.extent)
+        ext = b.load(_field(b, clo, sty, len(params) + len(var_names)), typ=I64, name="count")
         lo = b.sdiv(b.mul(t, ext), n)
         hi = b.sdiv(b.mul(b.add(t, I64(1)), ext), n)
         pre = b.block

@@ -34,6 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from compiler.backend import PrismBackend
+from compiler.conformance.cases import Case
+from compiler.errors import CompileError
+
 
 def compare(outputs: list[Any], expected: list[Any], rtol: float, atol: float) -> str | None:
     """None when ``outputs`` match ``expected``; else one line saying where and how they differ."""
@@ -74,10 +78,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     # deferred until main() has pointed sys.stdout at stderr: nothing the compiler's imports print
     # can reach the result stream
     import onnx
-
-    from compiler.backend import PrismBackend
-    from compiler.conformance.cases import Case
-    from compiler.errors import CompileError
 
     t0 = time.perf_counter()
     res: dict[str, Any] = {"status": "passed", "stage": None, "message": ""}

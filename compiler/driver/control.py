@@ -11,6 +11,9 @@ a part too (its inputs the body's inputs and the outer values it reads), compile
 control flow in it handled the same way. Values that cross a part boundary must have static shapes;
 one that does not (an ``If`` whose branches give different shapes, a ``Loop`` scan output whose
 length is the run-time trip count) may only be a graph output, else a CompileError names the node.
+A ``Loop`` body that is one Program with an entry function also gets a loop function in generated
+code (``compiler.codegen.loop_entry``: a native loop calling the body's entry, carried values copied
+between its buffers); its decision says so, or why its iterations are dispatched from Python.
 
 The stage emits ``kernel.lowered``/``kernel.compiled`` for every part's kernels (named
 ``<part>/<kernel>``) and one ``graph.fused`` for the whole model: every part's nodes and groups, the
@@ -26,12 +29,15 @@ from typing import Any
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from ..errors import CompileError
+from ..codegen.loop_entry import compile_loop
+from ..errors import CompileError, syntax
 from ..events import EventStream
 from ..frontend.input_values import input_uses, value_inputs
 from ..frontend.value_types import value_types
-from ..runtime.control import ControlProgram, Part, Step
+from ..runtime.control import ControlProgram, InvalidBranch, Part, Step
+from ..runtime.native_loop import loop_plan, scan_plan
 from ..runtime.pool import check_threads
+from ..targets import get_target
 from .stages import run_stages
 from .state import Compilation
 
@@ -43,13 +49,17 @@ def is_control(n: NodeProto) -> bool:
 
 
 def free_names(g: GraphProto) -> list[str]:
-    """Names ``g``'s nodes (and their nested bodies) read that ``g`` does not define, in order."""
+    """Names ``g``'s nodes (and their nested bodies) read, and its outputs name, that ``g`` does not
+    define, in order (a branch may return an outer value as it is: ONNX's scoping rules)."""
     own = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
     out: dict[str, None] = {}
     for n in g.node:
         for name in [*n.input, *(x for sg in _bodies(n) for x in free_names(sg))]:
             if name and name not in own:
                 out[name] = None
+    for o in g.output:
+        if o.name and o.name not in own:
+            out[o.name] = None
     return list(out)
 
 
@@ -155,12 +165,24 @@ class _Planner:
         return self.scan_step(node, label, attrs)
 
     def if_step(self, node: NodeProto, label: str, attrs: dict[str, Any], later: set[str]) -> Step:
-        parts, shapes = [], []
+        parts, shapes, errors = [], [], []
         for key in ("then_branch", "else_branch"):
-            part, captured, types = self.body_part(attrs[key], f"{label}.{key}", [])
+            try:
+                part, captured, types = self.body_part(attrs[key], f"{label}.{key}", [])
+            except CompileError as e:  # invalid at these shapes; the condition may never choose it
+                errors.append(e)
+                msg = f"If {label!r} took its {key}, which does not compile at the compiled shapes: {e.message}"
+                parts.append(Part(InvalidBranch(msg), [], [o.name for o in attrs[key].output], f"{label}.{key}"))
+                continue
             part.inputs = captured
             parts.append(part)
             shapes.append([types.get(o.name, (None, None))[0] for o in attrs[key].output])
+        if len(errors) == 2:
+            raise errors[0]
+        if errors:
+            self.decide(node, label, f"the condition is evaluated at run time; one branch does not compile at these "
+                        f"shapes ({errors[0].message}): taking it is a run-time error", [p.label for p in parts])
+            return Step("If", label, parts, [node.input[0]], list(node.output))
         for k, (a, b) in enumerate(zip(*shapes, strict=True)):
             if a != b and node.output[k] in later:
                 raise CompileError("shape", f"If {label!r}: its branches give output {k} (%{node.output[k]}) the shapes "
@@ -177,8 +199,11 @@ class _Planner:
         head: list[tuple[str, tuple[Any, Any]]] = [(body.input[0].name, ([], "int64")), (body.input[1].name, ([], "bool"))]
         head += [(b.name, self.types.get(c, (None, None))) for b, c in zip(body.input[2:], carried, strict=True)]
         head = [(n, (s, _np(d))) for n, (s, d) in head]
-        part, captured, types = self.body_part(body, f"{label}.body", head)
         n_c = len(carried)
+        try:
+            part, captured, types = self.body_part(body, f"{label}.body", head)
+        except CompileError as e:  # invalid at these shapes; a zero-trip loop never runs it
+            return self.invalid_loop(node, label, body, ins[:2] + carried, n_c, e)
         for k, (o, (name, (shape, _))) in enumerate(zip(body.output[1:1 + n_c], head[2:], strict=True)):
             got = types.get(o.name, (None, None))[0]
             if got is not None and got != shape:
@@ -186,11 +211,49 @@ class _Planner:
                                    f"{shape} and leaves it as {got}; Prism runs loops whose carried values keep "
                                    "their shape", node=label, op="Loop")
         scan_shapes = [self.static(types, o.name, f"Loop {label!r}: scan output") for o in body.output[1 + n_c:]]
+        attrs = {"n_carried": n_c, "scan_shapes": scan_shapes, "captured": captured}
+        how = self.native_loop(part, n_c, attrs)
         self.decide(node, label, "run at run time: the body compiled once, called once per iteration with its "
                     "loop-carried values (the trip count or condition is known only at run time, or the loop is "
-                    "too long to unroll)", [part.label])
-        return Step("Loop", label, [part], ins[:2] + carried, list(node.output),
-                    {"n_carried": n_c, "scan_shapes": scan_shapes, "captured": captured})
+                    f"too long to unroll); {how}", [part.label])
+        return Step("Loop", label, [part], ins[:2] + carried, list(node.output), attrs)
+
+    def invalid_loop(self, node: NodeProto, label: str, body: GraphProto, ins: list[str], n_c: int,
+                     err: CompileError) -> Step:
+        """A Loop whose body does not compile at the compiled shapes: zero iterations give the initial
+        values (and empty scan outputs, of the body's declared shapes); entering the body is a
+        CompileError(stage="run") naming the Loop. Raises ``err`` when a scan output's shape is not
+        declared (an empty result could not be shaped)."""
+        scan_shapes = []
+        for o in body.output[1 + n_c:]:
+            tt = o.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+            if dims is None or None in dims:
+                raise err
+            scan_shapes.append((dims, helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+        msg = f"Loop {label!r} ran its body, which does not compile at the compiled shapes: {err.message}"
+        part = Part(InvalidBranch(msg, "Loop"), [], [o.name for o in body.output], f"{label}.body")
+        self.decide(node, label, f"the trip count and condition are known only at run time; the body does not compile "
+                    f"at these shapes ({err.message}): a loop that runs no iteration returns its initial values, "
+                    "entering the body is a run-time error", [part.label])
+        return Step("Loop", label, [part], ins, list(node.output), {"n_carried": n_c, "scan_shapes": scan_shapes,
+                                                                    "captured": []})
+
+    def native_loop(self, part: Part, n_c: int, attrs: dict[str, Any], scan: bool = False) -> str:
+        """Compile the loop function of ``part`` (``compiler.codegen.loop_entry``) into its objects and
+        ``attrs["native"]``; returns the decision's words (why the iterations stay in Python if so)."""
+        if part.program is None:  # no back end
+            return "no code generated"
+        plan = scan_plan(part.program, n_c, attrs) if scan else loop_plan(part.program, n_c)
+        if isinstance(plan, str):
+            return f"the iterations are dispatched from Python because {plan}"
+        sym, obj = compile_loop(part.program.entry, plan["carried"], plan["scans"], plan["cond_out"],
+                                self.comp.target or get_target("host"), plan.get("scan_ins", ()),
+                                plan.get("reverse_out", ()))
+        part.program.objects[sym] = obj
+        attrs["native"] = {**plan, "symbol": sym}
+        return ("the iterations run in generated code (a native loop calls the body's entry function, loop-carried "
+                "values copied between its buffers; from Python only when scan outputs have no trip count to size them)")
 
     def scan_step(self, node: NodeProto, label: str, attrs: dict[str, Any]) -> Step:
         if next((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), 9) < 9:
@@ -212,12 +275,13 @@ class _Planner:
         shapes = [self.static(types, o.name, f"Scan {label!r}: scan output") for o in body.output[n:]]
         out_axes = [int(a) % (len(s) + 1) for a, s in zip(attrs.get("scan_output_axes", [0] * k), (x[0] for x in shapes),
                                                             strict=True)]
-        self.decide(node, label, "run at run time: the body compiled once, called once per slice (too long to unroll)",
-                    [part.label])
-        return Step("Scan", label, [part], list(node.input), list(node.output),
-                    {"n_state": n, "in_axes": in_axes, "in_dirs": list(attrs.get("scan_input_directions", [0] * m)),
-                     "out_axes": out_axes, "out_dirs": list(attrs.get("scan_output_directions", [0] * k)),
-                     "scan_shapes": shapes, "captured": captured})
+        step_attrs = {"n_state": n, "in_axes": in_axes, "in_dirs": list(attrs.get("scan_input_directions", [0] * m)),
+                      "out_axes": out_axes, "out_dirs": list(attrs.get("scan_output_directions", [0] * k)),
+                      "scan_shapes": shapes, "captured": captured}
+        how = self.native_loop(part, n, step_attrs, scan=True)
+        self.decide(node, label, f"run at run time: the body compiled once, called once per slice (too long to unroll); "
+                    f"{how}", [part.label])
+        return Step("Scan", label, [part], list(node.input), list(node.output), step_attrs)
 
     def static(self, types: dict[str, Any], name: str, what: str) -> tuple[list[int], Any]:
         shape, dtype = types.get(name, (None, None))
@@ -230,12 +294,14 @@ class _Planner:
         for pos in range(len(node.input)):
             name = self.uses.get((node.name, pos))
             if name is not None:
-                why = f"; it depends on input {name!r}: bind it with --input-value {name}=V to decide it at compile time"
+                how = syntax(f"--input-value {name}=V", f"input_values={{{name!r}: [V]}}")
+                why = f"; it depends on input {name!r}: bind it with {how} to decide it at compile time"
                 break
         self.decisions.append({"node": label, "op": node.op_type, "decision": decision + why, "bodies": bodies})
 
     # the whole model -------------------------------------------------------------------------
-    def build(self) -> ControlProgram:
+    def build(self) -> ControlProgram | None:
+        """The program (None without a back end: the parts then stop after the graph passes)."""
         groups: list[list[NodeProto]] = [[]]
         for n in self.proto.graph.node:
             if is_control(n):
@@ -261,6 +327,8 @@ class _Planner:
             part = self.compile(m, label)
             part.outputs = [o for o in made if o in later]
             steps.append(Step("part", label, [part], ins, part.outputs))
+        if not self.comp.request.backend:
+            return None
         inputs = [(vi.name, str(self.types[vi.name][1]), tuple(self.types[vi.name][0])) for vi in self.proto.graph.input
                   if vi.name not in self.inits]
         read = {x for s in steps if s.kind != "part" for x in s.inputs}  # a Loop's M, an initial carried value ...
@@ -278,7 +346,8 @@ def compile_control(comp: Compilation) -> None:
     """Stage ``control-flow``: for a model with top-level If/Loop/Scan left after the ONNX-level passes,
     ``comp.program`` (a :class:`~compiler.runtime.control.ControlProgram`) and ``comp.control`` (one
     decision per control-flow node: {node, op, decision, bodies}); a ``graph.fused`` event for the whole
-    model. Nothing for other models (the import ... link stages compile them). Raises CompileError
+    model. Without a back end (``Request.backend`` False) the parts run through the graph passes only and
+    ``comp.program`` stays None. Nothing for other models (the import ... link stages compile them). Raises CompileError
     naming the node or part that cannot be compiled (see the module docstring)."""
     assert comp.proto is not None
     if not any(is_control(n) for n in comp.proto.graph.node):

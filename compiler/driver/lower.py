@@ -9,8 +9,9 @@ lowers to loop IR and applies the schedule (:func:`lower_graph`; event ``kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from onnx import TensorProto
 
@@ -18,12 +19,15 @@ from ..codegen.compile import CompiledKernel, compile_kernel
 from ..errors import CompileError
 from ..frontend.bounded import BOUNDED_OPS
 from ..ir import FusedGroup, Graph
-from ..loops.lower import LoweredKernel, lower_group, origin_of
+from ..loops.lower import LoweredKernel, lower_group, origin_of, origin_ops
 from ..loops.printer import print_func, print_schedule
+from ..loops.provenance import line_nodes
 from ..schedule import schedule_kernel
 from ..schedule.int8 import try_int8
+from ..schedule.knobs import Context, KnobError, apply_trace, trace_text
 from ..schedule.microkernel import try_microkernel
 from ..schedule.parallel import plan_parallel
+from ..schedule.primitives import ScheduleError
 from ..schedule.reduced import try_bf16
 from ..targets import Target
 from .state import Compilation
@@ -92,28 +96,90 @@ def check_compute_types(graph: Graph) -> None:
                 raise fail(w, f"{node.label} ({node.op_type})", node)
 
 
-def lower_graph(graph: Graph, target: Target) -> list[LoweredKernel]:
-    """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering"),
-    among others for a data-dependent output length (:func:`check_data_dependent`) or a value of a
-    narrow storage type (:func:`check_compute_types`)."""
-    check_compute_types(graph)
-    check_data_dependent(graph)
-    opset = int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
-    used: set[str] = set()
-    out = []
-    for node in graph.nodes:
-        if node.op_type in SKIP_OPS:
-            continue
-        name = _kernel_name(node, used)
+def lower_node(node: Any, name: str, opset: int, target: Target,
+               trace: Mapping[str, Any] | None = None) -> tuple[LoweredKernel, Context]:
+    """Lower and schedule one schedule step (a FusedGroup or a lone node) as kernel ``name``, replaying
+    the tuning ``trace`` (``compiler.schedule.knobs``; None: the default schedule). Returns the kernel
+    and the knobs context: ``.seen`` the decisions the schedule asked (its search space), ``.taken``
+    the values taken. Raises KnobError or ScheduleError for a trace that does not apply."""
+    with apply_trace(trace) as ctx:
         lk = try_int8(node, name, opset, target) or try_bf16(node, name, opset, target) or \
             try_microkernel(node, name, opset, target)
         if lk is None:
             lk = lower_group(node, name, opset)
             schedule_kernel(lk, target)
         plan_parallel(lk.func)
-        lk.func.attrs["origin"] = origin_of(node)
+    lk.func.attrs["origin"] = origin_of(node)
+    lk.func.attrs["origin_ops"] = origin_ops(node)
+    return lk, ctx
+
+
+ScheduleFor = Callable[[Any, str], "Mapping[str, Any] | None"]
+
+
+class ScheduleSource(Protocol):
+    """Where tuned schedules come from (``Request.schedules``; ``compiler.tune.apply.DatabaseSchedules``):
+    ``lookup(node, kernel, target)`` returns a record ``{"trace", "median_us", "default_us", "source"}``
+    or None; ``name`` names it in events (``tune.applied.database``, a record's ``source``); ``label``
+    names it in a sentence (``tune.applied.message``: "the database tuning.jsonl", "this server's tuning
+    database"); ``warnings()`` lists what it skipped; ``check()`` (the ``request`` stage) raises
+    CompileError(stage="request") when it cannot be read."""
+
+    name: str
+    label: str
+
+    def check(self) -> None: ...
+
+    def lookup(self, node: Any, kernel: str, target: Target) -> Mapping[str, Any] | None: ...
+
+    def warnings(self) -> list[str]: ...
+
+
+def lower_graph(graph: Graph, target: Target, schedule_for: ScheduleFor | None = None) -> list[LoweredKernel]:
+    """Lower and schedule every schedule step of ``graph``. Raises CompileError(stage="lowering"),
+    among others for a data-dependent output length (:func:`check_data_dependent`) or a value of a
+    narrow storage type (:func:`check_compute_types`).
+
+    ``schedule_for(node, kernel name)`` (a tuning database's lookup, ``compiler.tune.apply``) may
+    return a record ``{"trace", "median_us", "default_us", "source"}``: the kernel is scheduled by its
+    trace (``attrs["schedule_source"] = "tuned"``, the trace and its measured times as the first lines
+    of the schedule); a trace that no longer applies falls back to the default with a line saying why."""
+    check_compute_types(graph)
+    check_data_dependent(graph)
+    opset = graph_opset(graph)
+    used: set[str] = set()
+    out = []
+    for node in graph.nodes:
+        if node.op_type in SKIP_OPS:
+            continue
+        name = _kernel_name(node, used)
+        rec = schedule_for(node, name) if schedule_for is not None else None
+        note = None
+        if rec is not None:
+            try:
+                lk, ctx = lower_node(node, name, opset, target, rec["trace"])
+            except (KnobError, ScheduleError) as exc:
+                rec, note = None, f"# tuning record not applied ({exc}): default schedule"
+        if rec is None:
+            lk, ctx = lower_node(node, name, opset, target)
+        lk.func.attrs["schedule_source"] = "tuned" if rec is not None else "default"
+        if rec is not None:
+            lk.func.attrs["tuned"] = rec
+            defaults = {k.name: k.default for k in ctx.seen.values()}
+            fb = rec.get("found_by") or {}
+            by = f"; found tuning {fb.get('model', '?')} on {fb.get('host', '?')}" if fb else ""
+            lk.func.attrs["schedule"].insert(0, f"# schedule: tuned ({rec.get('source', 'database')}: "
+                                                f"{rec['median_us']:.4g} us, default {rec['default_us']:.4g} us{by})")
+            lk.func.attrs["schedule"].insert(1, f"# trace: {trace_text(ctx.taken, defaults)}")
+        elif note is not None:
+            lk.func.attrs["schedule"].insert(0, note)
         out.append(lk)
     return out
+
+
+def graph_opset(graph: Graph) -> int:
+    """The default-domain opset of ``graph`` (13 when it names none)."""
+    return int(graph.opset_imports.get("", graph.opset_imports.get("ai.onnx", 13)))
 
 
 def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) -> list[CompiledKernel]:
@@ -122,14 +188,53 @@ def compile_all(kernels: list[LoweredKernel], target: Target, threads: int = 2) 
         return list(pool.map(lambda k: compile_kernel(k.func, target), kernels))
 
 
+def tune_applied_message(tuned: int, this_run: int, kernels: int, database: str) -> str:
+    """``tune.applied``'s line: how many kernels run on tuned schedules, and whether this compilation's
+    own tuning run found them (what the kernels pane's schedule column says: "this run" / "database").
+    ``database`` is the source's ``label``, a phrase ("the database tuning.jsonl")."""
+    if tuned == 0:
+        these = "the one kernel" if kernels == 1 else f"these {kernels} kernels"
+        return f"no tuned schedules in {database} for {these}"
+    head = f"{tuned} of {kernels} kernels on tuned schedules"
+    if this_run == 0:
+        return f"{head} from {database}"
+    if this_run == tuned:
+        return f"{head} ({this_run} found by this run)"
+    return f"{head} ({this_run} found by this run, {tuned - this_run} from {database})"
+
+
 def lower(comp: Compilation) -> None:
-    """Stage ``lowering``: ``comp.kernels`` (:func:`lower_graph`), one ``kernel.lowered`` each."""
+    """Stage ``lowering``: ``comp.kernels`` (:func:`lower_graph`), one ``kernel.lowered`` each. With
+    ``request.schedules`` (a tuning database), each kernel's schedule comes from its best record where
+    there is one: ``kernel.lowered`` says ``schedule_source`` (``tuned`` / ``default``) and
+    ``tune.applied`` the count (:func:`tune_applied_message`: "23 of 58 kernels on tuned schedules
+    from the database tuning.jsonl")."""
     assert comp.graph is not None and comp.target is not None
-    comp.kernels = lower_graph(comp.graph, comp.target)
+    src, target = comp.request.schedules, comp.target
+    comp.kernels = lower_graph(comp.graph, target, (lambda n, k: src.lookup(n, k, target)) if src is not None else None)
+    if src is not None:
+        recs = [lk.func.attrs["tuned"] for lk in comp.kernels if lk.func.attrs.get("schedule_source") == "tuned"]
+        here = sum(1 for r in recs if r.get("this_run"))
+        comp.events.emit("tune.applied", database=src.name, kernels=len(comp.kernels), tuned=len(recs), this_run=here,
+                         message=tune_applied_message(len(recs), here, len(comp.kernels), src.label),
+                         warnings=src.warnings()[:100])
     if comp.request.kernel_events:
         for lk in comp.kernels:
+            extra: dict[str, Any] = {}
+            if lk.func.attrs.get("remarks"):
+                extra["remarks"] = lk.func.attrs["remarks"]
+            if src is not None:
+                extra["schedule_source"] = lk.func.attrs.get("schedule_source", "default")
+                rec = lk.func.attrs.get("tuned")
+                if rec is not None:
+                    extra["tuned"] = {"median_us": rec["median_us"], "default_us": rec["default_us"],
+                                      "trace": rec["trace"], "database": rec.get("source", src.name),
+                                      "workload": rec.get("workload", ""),
+                                      **({"found_by": rec["found_by"]} if rec.get("found_by") else {})}
             comp.events.emit("kernel.lowered", kernel=lk.name, group=lk.group, loop_ir=print_func(lk.func),
-                             schedule=print_schedule(lk.func), nodes=lk.func.attrs.get("origin", []))
+                             schedule=print_schedule(lk.func), nodes=lk.func.attrs.get("origin", []),
+                             ops=lk.func.attrs.get("origin_ops", []),
+                             line_nodes=line_nodes(lk.func, lk.writes, lk.anchors, len(lk.nodes)), **extra)
 
 
 def codegen(comp: Compilation) -> None:

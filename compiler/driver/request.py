@@ -31,13 +31,16 @@ from .state import Compilation
 
 def check_request(comp: Compilation) -> None:
     """Stage ``request``: the target exists and runs here (for a back end that runs code), and the
-    pipeline parses, and ``threads`` is within 1..the CPUs this process may use. Raises
-    CompileError(stage="request") naming the unknown target, pass or option, or the thread limit."""
+    pipeline parses, and ``threads`` is within 1..the CPUs this process may use, and a tuning database
+    (``schedules``) can be read. Raises CompileError(stage="request") naming the unknown target, pass
+    or option, the thread limit or the database."""
     req = comp.request
     check_threads(req.threads)
     comp.target = targets.get_target(req.target)
     targets.check_runnable(comp.target)
     comp.pipeline = parse_pipeline(req.pipeline)
+    if req.schedules is not None:  # a tuning database (compiler.tune.apply): opened and read here
+        req.schedules.check()
 
 
 def resolve_model(model: ModelSource) -> ModelSource:

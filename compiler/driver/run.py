@@ -6,7 +6,9 @@ process against ONNX Runtime on the same seeded inputs (``compiler.runtime.runne
 ``kernel.timed`` per kernel and ``model.timed`` (Prism through its entry function vs ONNX Runtime;
 ``prism_kernel_calls_ms``: the same kernels one ``ctypes`` call each, ``compiler.runtime.timing``), both
 at ``threads`` threads (ONNX Runtime at as many intra-op threads), with ``median_us_1t`` per kernel and
-``prism_ms_1t`` at one thread when ``threads`` > 1. ``verify`` emits
+``prism_ms_1t`` at one thread when ``threads`` > 1, and ``model.timed`` carries the roofline's
+``ceilings`` (peak FP32 FLOP/s and memory bandwidth at those threads, measured once per process by
+Prism-generated kernels: ``compiler.runtime.ceilings.worker_ceilings``). ``verify`` emits
 ``model.verified`` from that run's comparison.
 """
 
@@ -17,9 +19,12 @@ from typing import Any
 from ..errors import CompileError
 from ..ir import Graph
 from ..passes.plan_memory import MemoryPlan, liveness, place
+from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
+from ..runtime.ceilings import worker_ceilings
 from ..runtime.pool import check_threads
 from ..runtime.program import Program, link
 from ..runtime.runner import measure_program
+from .fp32 import compare as fp32_compare
 from .state import Compilation
 
 
@@ -39,7 +44,7 @@ def link_program(graph: Graph, ctx: Any, kernels: list[Any], compiled: list[Any]
     (``compiler.loops.lower.LoweredKernel``, ``compiler.codegen.compile.CompiledKernel``) and its
     memory plan (:func:`memory_plan`). Raises CompileError(stage="lowering") for a graph output that
     is not written by a kernel, not a graph input and not a constant (``compiler.runtime.program.link``)."""
-    return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args}
+    return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args, "faults": lk.faults}
                         for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline, target)
 
 
@@ -58,7 +63,6 @@ def run(comp: Compilation) -> None:
     req = comp.request
     assert comp.program is not None and comp.reference is not None
     storage = comp.storage["io"] if comp.storage is not None else None
-    from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
 
     arts = comp.ctx.artifacts if comp.ctx is not None else None
     qdq = arts.qdq_model if arts is not None else None  # a quantize pass ran (int8)
@@ -69,6 +73,10 @@ def run(comp: Compilation) -> None:
     as_written = qdq is not None or reduced is not None or has_qdq(comp.reference)
     if as_written and timing is None:  # pre-quantized QDQ or reduced: verified as written, FP32 timed optimized
         timing = {"onnxruntime_ms": comp.reference.SerializeToString()}
+    # the roofline's ceilings: this process's peak FLOP/s and bandwidth at these threads, measured once
+    # (cached; a worker measures at start): asked before the timing run, so the two never overlap
+    roof = worker_ceilings(check_threads(comp.program.threads), comp.target.name) \
+        if req.benchmark and comp.target is not None else None
     res = measure_program(comp.program, reference.SerializeToString(), verify=req.verify,
                           benchmark=req.benchmark, trims=comp.trims, storage=storage, steps=output_steps(reference),
                           ort_no_opt=as_written, timing_models=timing)
@@ -76,11 +84,16 @@ def run(comp: Compilation) -> None:
         res.setdefault("notes", []).append(QDQ_NOTE)
     comp.measured = res
     by_name = {lk.name: lk for lk in comp.kernels}
+    fp32 = fp32_compare(comp, {kt["name"]: float(kt["median_us"]) for kt in res.get("kernels", [])}) \
+        if "prism_ms" in res else None
     for kt in res.get("kernels", []):
         lk = by_name[kt["name"]]
         us = max(kt["median_us"], 1e-3)
         flops, nbytes = int(lk.func.attrs.get("flops", 0)), int(lk.func.attrs.get("bytes", 0))
         one = {"median_us_1t": round(kt["median_us_1t"], 3)} if "median_us_1t" in kt else {}
+        cmp = (fp32 or {}).get("kernels", {}).get(lk.name)
+        if cmp is not None:
+            one |= {k: v for k, v in cmp.items() if v or k != "remarks"}
         comp.events.emit("kernel.timed", kernel=lk.name, median_us=round(us, 3), flops=flops, bytes=nbytes,
                          gflops=round(flops / us / 1e3, 3), gbps=round(nbytes / us / 1e3, 3),
                          threads=comp.program.threads, **one)
@@ -96,12 +109,22 @@ def run(comp: Compilation) -> None:
         if int8 and ort_ms and res["prism_ms"] > ort_ms:
             int8["notes"] = [f"Prism {str(int8['precision']).upper()} ({res['prism_ms']:.3g} ms) is slower than ONNX "
                              f"Runtime FP32 ({ort_ms:.3g} ms) on this model"]
+        if int8 and fp32 is not None:
+            f_ms = fp32.get("prism_fp32_ms")
+            int8["prism_fp32_ms"] = round(f_ms, 4) if f_ms else None
+            notes = list(fp32["notes"])
+            if f_ms and res["prism_ms"] > f_ms:
+                notes.append(f"Prism {str(int8['precision']).upper()} ({res['prism_ms']:.3g} ms) is slower than Prism "
+                             f"FP32 ({f_ms:.3g} ms) on this model")
+            if notes:
+                int8["notes"] = int8.get("notes", []) + notes
         comp.events.emit("model.timed", prism_ms=round(res["prism_ms"], 4),
                          onnxruntime_ms=round(ort_ms, 4) if ort_ms else None,
                          ratio=round(res["prism_ms"] / ort_ms, 4) if ort_ms else None, repeats=res["repeats"],
                          prism_kernel_calls_ms=round(res.get("prism_kernel_calls_ms", res["prism_ms"]), 4),
                          threads=comp.program.threads,
-                         **({"prism_ms_1t": round(res["prism_ms_1t"], 4)} if "prism_ms_1t" in res else {}), **int8)
+                         **({"prism_ms_1t": round(res["prism_ms_1t"], 4)} if "prism_ms_1t" in res else {}), **int8,
+                         **({"ceilings": roof.payload()} if roof is not None else {}))
 
 
 def verify(comp: Compilation) -> None:

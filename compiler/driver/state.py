@@ -52,6 +52,10 @@ class Request:
         codegen_threads: kernels compiled at once (llvmlite releases the GIL inside LLVM).
         threads: the threads the program's parallel loops, and ONNX Runtime beside it, run on
             (1..the CPUs this process may use; None: all of them, ``os.sched_getaffinity``).
+        compare_fp32: for a quantized compilation, also compile and time Prism's FP32 compilation of the model
+            and compare it kernel by kernel (``compiler.driver.fp32``); None: whenever it is benchmarked.
+        schedules: where tuned schedules come from (``compiler.driver.lower.ScheduleSource``, e.g. a
+            tuning database: ``compiler.tune.apply.DatabaseSchedules``); None: every default schedule.
     """
 
     model: ModelSource
@@ -70,6 +74,8 @@ class Request:
     codegen_threads: int = 2
     threads: int | None = None
     calibration_data: Any = None  # the quantize pass's calibration inputs (compiler.quant.calibrate)
+    schedules: Any = None  # tuned schedules (compiler.driver.lower.ScheduleSource; compiler.tune.apply)
+    compare_fp32: bool | None = None  # quantized: time Prism FP32 beside it (compiler.driver.fp32)
 
 
 @dataclass

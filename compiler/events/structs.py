@@ -88,7 +88,7 @@ class ControlBody(TypedDict):
 class ControlInfo(TypedDict):
     """How an If, Loop or Scan left to run time is run."""
 
-    decision: Annotated[str, Doc("In words: what runs at run time and why (which --input-value would decide it).")]
+    decision: Annotated[str, Doc("In words: what runs at run time and why (which bound input value would decide it: `--input-value` on the command line, `input_values` in the API).")]
     bodies: list[ControlBody]
 
 
@@ -149,8 +149,8 @@ class AccuracyOutput(TypedDict):
     """Whole-model figures per output against FP32 (compiler/quant/accuracy.py ``compare``)."""
 
     sqnr_db: Number | None
-    max_abs_error: Number
-    max_rel_error: Number
+    max_abs_error: Annotated[Number | None, Doc("null when the reduced-precision output is not finite (overflow).")]
+    max_rel_error: Annotated[Number | None, Doc("null when the reduced-precision output is not finite (overflow).")]
     top1: NotRequired[Number]
     top5: NotRequired[Number]
 
@@ -172,6 +172,9 @@ class Calibration(TypedDict):
     random: Annotated[bool, Doc("Random inputs (no calibration data was given).")]
     activation: str
     per_channel: bool
+    weight_qmax: NotRequired[Annotated[int, Doc(
+        "The int8 weights' range [-weight_qmax, weight_qmax]: 127, or 64 with reduce-range (7 bits, ONNX "
+        "Runtime's reduce_range; the default on AVX2 targets without VNNI).")]]
 
 
 class AccuracyCriterion(TypedDict):
@@ -199,3 +202,22 @@ class OutputVerification(TypedDict):
     min_sqnr_db: NotRequired[Annotated[Number, Doc("The SQNR at which the output passes regardless of atol.")]]
     storage: NotRequired[str]
     message: NotRequired[str]
+
+
+class MachineCeilings(TypedDict):
+    """The worker's roofline ceilings, measured by Prism-generated kernels (``compiler.runtime.ceilings``)."""
+
+    peak_gflops: Annotated[Number, Doc("Peak FP32 GFLOP/s of a vector FMA kernel at `threads` threads.")]
+    peak_gbps: Annotated[Number, Doc("Memory bandwidth in GB/s of a streaming copy (bytes read + written).")]
+    threads: Annotated[int, Doc("The threads both kernels ran on at once.")]
+    target: Annotated[str, Doc("The target the kernels were generated for.")]
+    lanes: Annotated[int, Doc("f32 lanes per vector of the FMA kernel.")]
+    copy_bytes: Annotated[int, Doc("Bytes per array of the copy.")]
+    method: Annotated[str, Doc("How they were measured, in words.")]
+    l2_gbps: NotRequired[Annotated[Number, Doc("GB/s of the same copy with both arrays inside the L2 (absent: cache not reported).")]]
+    l2_bytes: NotRequired[Annotated[int, Doc("Bytes of one L2 cache.")]]
+    l3_gbps: NotRequired[Annotated[Number, Doc("GB/s of the same copy with both arrays inside the L3 (absent: cache not reported).")]]
+    l3_bytes: NotRequired[Annotated[int, Doc("Bytes of one L3 cache.")]]
+    host: NotRequired[Annotated[str, Doc(
+        "The host name of the machine that measured them: a result served from the cache keeps the first worker's.")]]
+    cpu: NotRequired[Annotated[str, Doc('That machine\'s CPU: LLVM\'s name and the model it reports ("znver3 (AMD EPYC 7763 ...)").')]]

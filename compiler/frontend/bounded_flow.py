@@ -15,6 +15,9 @@ shapes (each padded dimension carries its run-time size):
   ``L1``/``L2``/``LogSumExp``, ``ArgMax``/``ArgMin``) and ``Softmax``/``LogSoftmax`` along it read
   the padding replaced by the reduction's identity (0, 1, -inf, +inf; ``ReduceMean`` divides by the
   count): their results are exact. ``Shape`` and ``Size`` give the run-time length.
+* A NonZero of a padded value, and a Compress whose condition is padded, read it with the padding
+  masked to 0 / False (which selects nothing) and take their own bounded form: exact, with their
+  own count (nested bounded ops).
 * Any other op reading a padded value is a CompileError naming the node, the op and the bounded
   node the value comes from; nothing is computed on padding silently.
 
@@ -243,6 +246,40 @@ def _shape(f: _Flow, n: NodeProto, v: str) -> list[NodeProto]:
     return []
 
 
+def _nested(f: _Flow, n: NodeProto) -> list[NodeProto]:
+    """A bounded op reading a padded value: a NonZero of one, or a Compress whose condition is one. The
+    padding is masked to 0 / False, which selects nothing, and the op takes its own bounded form over
+    the padded (static) shape: its indices and selections are those of the valid prefix, exact, with
+    a count of its own. Other nestings (a padded Compress input, Unique, NonMaxSuppression) are a
+    CompileError naming the node."""
+    op, ins = n.op_type, list(n.input)
+    if op == "NonZero" and ins[0] in f.pads:
+        masked = [f.masked(ins[0], 0.0)]
+    elif op == "Compress" and ins[0] not in f.pads and len(ins) > 1 and ins[1] in f.pads:
+        masked = [ins[0], f.masked(ins[1], 0.0)]
+    else:
+        raise f.error(n, f"a {op} of a padded value is supported only as NonZero of it or Compress with a padded "
+                      "condition (the padding could be selected otherwise)")
+    node = NodeProto()
+    node.CopyFrom(n)
+    del node.input[:]
+    node.input.extend(masked)
+    shapes = {m: f.types[i][0] for m, i in zip(masked, ins, strict=False)}
+    dtypes = {m: f.types[i][1] for m, i in zip(masked, ins, strict=False)}
+    b = _B(f"{n.name or op}_bounded", f.opset)
+    count = f"{n.output[0]}__count"
+    for j, axis in rewrite_bounded(b, node, shapes, dtypes, count):
+        f.pads[n.output[j]] = (count, axis)
+    f.origin[count] = f"{op} {n.name or n.output[0]!r}"
+    f.b.inits.extend(b.inits)
+    shape, dtype = f.types[ins[0]]  # the padded result's static shape, for the nodes reading it
+    if op == "NonZero":
+        f.types[n.output[0]] = ([len(shape), int(np.prod(shape))], np.dtype(np.int64))
+    else:
+        f.types[n.output[0]] = ([int(np.prod(shape))] if _attr(n, "axis") is None else list(shape), dtype)
+    return b.nodes
+
+
 def _step(f: _Flow, n: NodeProto) -> list[NodeProto]:
     """The nodes replacing ``n`` (which reads a padded value); records its padded outputs."""
     v = next(i for i in n.input if i in f.pads)
@@ -267,7 +304,7 @@ def _step(f: _Flow, n: NodeProto) -> list[NodeProto]:
     elif op in ("Shape", "Size"):
         return _shape(f, n, v)
     elif op in BOUNDED_OPS:
-        raise f.error(n, f"a {op} of a padded value is not supported yet")
+        return _nested(f, n)
     else:
         raise f.error(n, f"{op} is not among the ops that keep padding apart (see compiler.frontend.bounded_flow)")
     if out is not None:

@@ -23,7 +23,7 @@ Loop (opset 11+ body signature ``(iteration_num, cond, carried...)``) and Scan (
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -164,7 +164,8 @@ def _constant_value(ctx: _Ctx, name: str, nodes: list[NodeProto], consts: dict[s
                           [numpy_helper.from_array(consts[k], k) for k in leaves])
     m = helper.make_model(g, opset_imports=ctx.model.opset_import)
     try:
-        return np.asarray(ReferenceEvaluator(m).run(None, {})[0])
+        outs = ReferenceEvaluator(m).run(None, {})  # a list: the stub's dict is for intermediate=True
+        return np.asarray(cast("list[Any]", outs)[0])
     except Exception:
         return None
 

@@ -3,7 +3,10 @@
 ``--input-shape images=N,3,224,224 --dim-range N=1..8`` (``input_shapes={"images": ["N", 3, 224,
 224]}, dim_ranges={"N": (1, 8)}`` in the API) asks for one compiled artifact that serves every ``N``
 from 1 to 8. :func:`parse_dim_range` reads the option, :func:`check_dim_ranges` checks it against
-the input shapes, and :func:`shapes_at` gives the concrete input shapes at one size.
+the input shapes, and :func:`shapes_at` gives the concrete input shapes at one size. Two ranged dims
+are accepted when one of them is the batch (:func:`batch_dim`: ``--input-shape x=N,S,64 --dim-range
+N=1..8 --dim-range S=16..32``): the other is then specialized per size, each size serving every
+``N`` (``compiler.driver.dim_range``).
 
 Bad input is a CompileError(stage="request") naming the dim: a range whose minimum is below 1 or
 above its maximum, a dim no input shape names, a shape that names a dim without a range, or a range
@@ -16,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import CompileError
+from ..errors import CompileError, syntax
 
 MAX_SIZES = 16  # sizes one artifact compiles: a range wider than this is refused
 DimRanges = Mapping[str, tuple[int, int]]
@@ -48,30 +51,52 @@ def check_range(name: str, lo: int, hi: int) -> None:
 def check_dim_ranges(input_shapes: Mapping[str, Sequence[Any]] | None, ranges: DimRanges | None) -> list[str]:
     """Check ``ranges`` against the symbolic dims of ``input_shapes`` (an ``int`` or a dim name per
     dim). Returns the range names in order. Raises CompileError(stage="request") naming the dim or
-    input: a bad range, a range no input uses, a named dim without a range."""
+    input: a bad range, a range no input uses, a named dim without a range, more than two ranged dims,
+    or two of which neither is the batch (:func:`batch_dim`)."""
     ranges = dict(ranges or {})
     used: list[str] = []
     for inp, shape in (input_shapes or {}).items():
         for d in shape:
             if isinstance(d, str) and d not in ranges:
-                raise CompileError("request", f"--input-shape of input {inp!r}: dim {d!r} is neither an integer nor "
-                                   f"a dim with a range; give one with --dim-range {d}=MIN..MAX (dim_ranges="
-                                   f"{{{d!r}: (MIN, MAX)}})")
+                how = syntax(f"--dim-range {d}=MIN..MAX", f"dim_ranges={{{d!r}: (MIN, MAX)}}")
+                raise CompileError("request", syntax("--input-shape", "the shape") + f" of input {inp!r}: dim {d!r} is "
+                                   f"neither an integer nor a dim with a range; give one with {how}")
             if isinstance(d, str) and d not in used:
                 used.append(d)
     for name, (lo, hi) in ranges.items():
         check_range(name, int(lo), int(hi))
         if name not in used:
-            raise CompileError("request", f"dim range {name}={lo}..{hi}: no input shape names {name!r} (e.g. "
-                               f"--input-shape images={name},3,224,224)")
-    if len(used) > 1:
-        raise CompileError("request", f"dim ranges {', '.join(used)}: one ranged dim per compilation is supported")
+            raise CompileError("request", f"dim range {name}={lo}..{hi}: no input shape names {name!r} (e.g. " +
+                               syntax(f"--input-shape images={name},3,224,224",
+                                      f'input_shapes={{"images": ["{name}", 3, 224, 224]}}') + ")")
+    if len(used) > 2:
+        raise CompileError("request", f"dim ranges {', '.join(used)}: at most two ranged dims per compilation (a batch "
+                           "dim and one more) are supported")
+    if len(used) == 2 and batch_dim(input_shapes or {}, used) is None:
+        a, b = used
+        raise CompileError("request", f"dim ranges {a}, {b}: two ranged dims are served when one of them is the batch, "
+                           f"axis 0 alone of every input that names it; neither {a!r} nor {b!r} is")
     return used
+
+
+def batch_dim(input_shapes: Mapping[str, Sequence[Any]], names: Sequence[str]) -> str | None:
+    """The first of ``names`` that is axis 0, and no other axis, of every input naming it (the batch
+    dim, which can be a run-time argument: ``compiler.driver.batch``), or None."""
+    for name in names:
+        axes = ranged_axes(input_shapes, name)
+        if axes and all(a == [0] for a in axes.values()):
+            return name
+    return None
 
 
 def shapes_at(input_shapes: Mapping[str, Sequence[Any]], name: str, size: int) -> dict[str, list[int]]:
     """``input_shapes`` with the dim ``name`` set to ``size``."""
     return {k: [size if d == name else int(d) for d in v] for k, v in input_shapes.items()}
+
+
+def sizes_at(input_shapes: Mapping[str, Sequence[Any]], sizes: Mapping[str, int]) -> dict[str, list[Any]]:
+    """``input_shapes`` with each dim named in ``sizes`` set to its size (other names kept)."""
+    return {k: [int(sizes[d]) if isinstance(d, str) and d in sizes else d for d in v] for k, v in input_shapes.items()}
 
 
 def ranged_axes(input_shapes: Mapping[str, Sequence[Any]], name: str) -> dict[str, list[int]]:

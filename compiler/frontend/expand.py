@@ -47,8 +47,8 @@ def _types(model: ModelProto) -> dict[str, TypeProto]:
 
 def function_body(node: NodeProto, opset: int, types: dict[str, TypeProto]) -> FunctionProto | None:
     """The schema's function for ``node`` at ``opset`` (None if the op has none)."""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, domain=node.domain)
+    try:  # Any: onnx's stub of OpSchema (defs.pyi) lacks the function_* members the C++ binding has
+        schema: Any = onnx.defs.get_schema(node.op_type, opset, domain=node.domain)
     except Exception:
         return None
     plain = [v for v in schema.function_opset_versions if v <= opset]
@@ -77,9 +77,9 @@ def _versions(node: NodeProto, opset: int) -> list[int]:
             if v <= opset]
 
 
-def _add_defaults(node: NodeProto, schema: object) -> None:
+def _add_defaults(node: NodeProto, schema: onnx.defs.OpSchema) -> None:
     have = {a.name for a in node.attribute}
-    for name, attr in schema.attributes.items():  # type: ignore[attr-defined]
+    for name, attr in schema.attributes.items():
         if name not in have and attr.default_value and attr.default_value.name:
             node.attribute.extend([attr.default_value])
 
@@ -106,7 +106,7 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
         for i, node in enumerate(out.graph.node):
             opset = _opset(out, node.domain or "")
             fp = function_body(node, opset, types) if i in todo and opset is not None else None
-            if fp is None:
+            if fp is None or opset is None:  # (no opset: no body)
                 if i in todo and decisions is not None:
                     decisions.append({"node": node.name or node.op_type, "op": node.op_type, "expanded": False,
                                       "reason": f"{node.op_type} has no lowering and no function body at opset "

@@ -21,6 +21,7 @@ from ..errors import CompileError
 from ..ir import Graph, IRError, Node, TensorType, UnsupportedDType, Value
 from ..ir.types import UNKNOWN_DIM, type_from_proto
 from .load import check_strings
+from ..ops.registry import REGISTRY
 
 MIN_OPSET, MAX_OPSET = 7, max(21, onnx.defs.onnx_opset_version())  # up to the installed onnx's
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -248,6 +249,4 @@ def import_model(proto: ModelProto) -> Graph:
 def _contrib_ops() -> set[str]:
     """``domain.op`` keys of registered ops outside the ONNX domains (ONNX Runtime's contrib ops that the
     op registry infers and the lowering compiles: ``compiler.ops.qlinear``)."""
-    from ..ops.registry import REGISTRY
-
     return {k for k in REGISTRY if "." in k and not k.startswith(("ai.onnx", "prism."))}

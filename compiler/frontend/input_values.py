@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, helper, numpy_helper
 
-from ..errors import CompileError
+from ..errors import CompileError, syntax
 
 InputValues = Mapping[str, Any]
 
@@ -76,7 +76,7 @@ def _value_shape(name: str, declared: list[int | str] | None, given: Sequence[in
         shape = [count]
     else:
         raise CompileError("request", f"input value for {name!r}: its shape [{', '.join(map(str, declared))}] has "
-                           f"unbound dims; give it with --input-shape {name}=D1,D2,... too")
+                           "unbound dims; give it " + syntax(f"with --input-shape {name}=D1,D2,...", "a shape in input_shapes") + " too")
     need = math.prod(shape)
     if need != count:
         raise CompileError("request", f"input value for {name!r}: the input has shape {shape} ({need} "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import CompileError
+from ..errors import CompileError, syntax
 from ..ir import Graph, TensorType
 from ..ops.infer import MAX_ELEMENTS, ShapeEnv, infer_graph
 
@@ -64,7 +64,7 @@ def _hint(graph: Graph, input_shapes: InputShapes | None) -> str:
                        for i, d in enumerate(shape)]
         examples_cli.append(f"--input-shape {v.name}={','.join(example)}")
         examples_py.append(f'"{v.name}": [{", ".join(example)}]')
-    return ("; ".join(parts) + f". Bind them with {' '.join(examples_cli)} or input_shapes={{{', '.join(examples_py)}}}")
+    return "; ".join(parts) + ". Bind them with " + syntax(" ".join(examples_cli), f"input_shapes={{{', '.join(examples_py)}}}")
 
 
 def bind_input_shapes(graph: Graph, input_shapes: InputShapes | None, *, stage: str = "shape") -> dict[str, list[int]]:

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
+from ..ir import as_text
 from .control_flow import _shape_of
 
 DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -46,7 +47,7 @@ class _Builder:
         self.inits.append(numpy_helper.from_array(np.asarray(arr), nm))
         return nm
 
-    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs: object) -> str:
+    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
         out = out or self.name(op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
         return out
@@ -89,7 +90,9 @@ class _Builder:
         raise ValueError(f"activation {name!r} is not defined")
 
 
-def _attr(node: NodeProto, name: str, default: object) -> object:
+def _attr(node: NodeProto, name: str, default: Any) -> Any:
+    """The value of ``node``'s attribute ``name`` as onnx.helper gives it (int, float, bytes, a list of
+    them...: its type depends on the attribute), else ``default``."""
     for a in node.attribute:
         if a.name == name:
             return helper.get_attribute_value(a)
@@ -196,21 +199,20 @@ def _unroll(node: NodeProto, shapes: dict[str, list[int]], dtypes: dict[str, np.
     ins = list(node.input) + [""] * (8 - len(node.input))
     x, w, r, bias, seq_lens, init_h = ins[:6]
     init_c, peep = (ins[6], ins[7]) if op == "LSTM" else ("", "")
-    layout = int(_attr(node, "layout", 0))  # type: ignore[call-overload]
-    hidden = int(_attr(node, "hidden_size", 0)) or shapes[r][-1]  # type: ignore[call-overload]
-    direction = _attr(node, "direction", b"forward")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
+    layout = int(_attr(node, "layout", 0))
+    hidden = int(_attr(node, "hidden_size", 0)) or shapes[r][-1]
+    direction = as_text(_attr(node, "direction", b"forward"))
     dirs = 2 if direction == "bidirectional" else 1
-    if op == "LSTM" and int(_attr(node, "input_forget", 0)):  # type: ignore[call-overload]
+    if op == "LSTM" and int(_attr(node, "input_forget", 0)):
         raise ValueError(f"{op} node {node.name!r}: input_forget=1 is not supported")
     xs = shapes[x]
     seq, batch = (xs[0], xs[1]) if layout == 0 else (xs[1], xs[0])
     dt = dtypes[x]
-    acts = [a.decode() if isinstance(a, bytes) else a for a in _attr(node, "activations", [])] or \
-        DEFAULT_ACTS[op] * dirs  # type: ignore[attr-defined]
-    alphas = list(_attr(node, "activation_alpha", []))  # type: ignore[call-overload]
-    betas = list(_attr(node, "activation_beta", []))  # type: ignore[call-overload]
-    lbr = int(_attr(node, "linear_before_reset", 0))  # type: ignore[call-overload]
+    acts = [as_text(a) for a in _attr(node, "activations", [])] or \
+        DEFAULT_ACTS[op] * dirs
+    alphas = list(_attr(node, "activation_alpha", []))
+    betas = list(_attr(node, "activation_beta", []))
+    lbr = int(_attr(node, "linear_before_reset", 0))
     b = _Builder((node.name or op) + "_unrolled", opset)
     if seq_lens and direction != "forward":
         raise ValueError(f"{op} node {node.name!r}: sequence_lens with direction {direction} is not supported")
@@ -278,9 +280,8 @@ def describe(node: NodeProto, shapes: dict[str, list[int]]) -> dict[str, Any]:
     (1 or 2), ``direction``, ``hidden_size``, ``batch``, ``gates`` (``GATES``)."""
     layout = int(_attr(node, "layout", 0))
     xs = shapes[node.input[0]]
-    direction = _attr(node, "direction", b"forward")
-    direction = direction.decode() if isinstance(direction, bytes) else str(direction)
-    hidden = int(_attr(node, "hidden_size", 0)) or shapes[node.input[2]][-1]  # type: ignore[call-overload]
+    direction = as_text(_attr(node, "direction", b"forward"))
+    hidden = int(_attr(node, "hidden_size", 0)) or shapes[node.input[2]][-1]
     return {"steps": int(xs[0] if layout == 0 else xs[1]), "batch": int(xs[1] if layout == 0 else xs[0]),
             "directions": 2 if direction == "bidirectional" else 1, "direction": direction,
             "hidden_size": int(hidden), "gates": GATES[node.op_type]}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import GraphProto, NodeProto, helper
 
+from ..errors import CompileError
 from .control_flow import MAX_UNROLL_STEPS, _attr, _Ctx, _stack, inline_body
 
 
@@ -129,6 +130,8 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
     steps = lengths.pop()
     if steps > MAX_UNROLL_STEPS and ctx.opset >= 9:
         return None
+    if steps == 0:
+        return _no_steps(ctx, node, body, n_state, out_axes)
     nodes: list[NodeProto] = []
     state, collected = _unroll_steps(ctx, body, list(node.input[:n_state]), scans, in_axes, in_dirs, steps, nodes)
     for i in range(n_state):
@@ -141,4 +144,29 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
         parts = collected[j][::-1] if out_dirs[j] else collected[j]
         rank = len(body.output[n_state + j].type.tensor_type.shape.dim) + 1
         _stack(ctx, parts, out_axes[j] % rank if rank else 0, o, nodes)
+    return nodes
+
+
+def _no_steps(ctx: _Ctx, node: NodeProto, body: GraphProto, n_state: int, out_axes: list[int]) -> list[NodeProto]:
+    """A Scan whose scan inputs have length 0 along their scan axes runs its body zero times (ONNX
+    Scan spec): its final states are its initial states, each scan output the stack of zero per-step
+    values, of the body output's declared per-step shape with a 0-length axis inserted at its
+    ``scan_output_axes`` entry. The body is never inlined, so one that would not compile at these
+    shapes does not matter. Raises CompileError(stage="shape") naming the Scan when a scan output's
+    per-step shape or element type is not declared (an empty result could not be shaped)."""
+    label = node.name or node.output[0]
+    nodes = [helper.make_node("Identity", [x], [o]) for x, o in zip(node.input[:n_state], node.output, strict=False) if o]
+    for j, vi in enumerate(body.output[n_state:]):
+        o = node.output[n_state + j] if n_state + j < len(node.output) else ""
+        if not o:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim] if tt.HasField("shape") else None
+        if dims is None or -1 in dims or not tt.elem_type:
+            raise CompileError("shape", f"Scan {label!r} runs zero steps (its scan inputs have length 0) and its scan "
+                               f"output %{o} has no declared per-step shape (body output {vi.name!r}): the empty "
+                               "result cannot be shaped", node=label, op="Scan")
+        axis = out_axes[j] % (len(dims) + 1)
+        empty = np.zeros([*dims[:axis], 0, *dims[axis:]], helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        nodes.append(helper.make_node("Identity", [ctx.const(empty, "scan_empty")], [o]))
     return nodes

@@ -26,6 +26,12 @@ from .scope import IRError, Scope
 from .types import TensorType
 
 
+def as_text(v: Any) -> str:
+    """An ONNX STRING attribute value as ``str``: bytes (as ``onnx.helper.get_attribute_value``
+    returns them) decoded as UTF-8, anything else through ``str``."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 class Value:
     """A tensor value: graph input, constant, or a node output.
 
@@ -138,6 +144,11 @@ class Node:
     # attributes ---------------------------------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
+
+    def attr_str(self, name: str, default: str = "") -> str:
+        """A STRING attribute (``mode``, ``auto_pad``, ``equation`` ...) as ``str``: the ONNX proto
+        holds bytes, UTF-8 by the spec (``as_text``); ``default`` when the node has none."""
+        return as_text(self.attrs.get(name, default))
 
     def subgraphs(self) -> list[Graph]:
         out: list[Graph] = []

@@ -11,10 +11,10 @@ the tables themselves, so that the IR keeps them consistent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from .graph import Value
+    from .graph import Graph, Value
 
 
 class IRError(Exception):
@@ -69,14 +69,14 @@ class Scope:
                 raise IRError(f"duplicate value name %{v.name}")
             v.name = self.fresh_name(v.name)
         self._names[v.name] = v
-        v.graph = self  # type: ignore[assignment]  (a Scope is always a Graph)
+        v.graph = cast("Graph", self)  # a Scope is always a Graph (its one subclass)
         return v
 
     def bind_name(self, v: Value) -> None:
         """Make ``v`` the value named ``v.name`` in this scope (a value that becomes visible here again,
         e.g. a folded constant or a fused group's output); sets ``v.graph``."""
         self._names[v.name] = v
-        v.graph = self  # type: ignore[assignment]
+        v.graph = cast("Graph", self)
 
     def release_name(self, v: Value) -> None:
         """Free ``v.name`` when it names ``v`` (``v`` is about to leave the scope or be renamed)."""

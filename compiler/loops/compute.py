@@ -151,13 +151,14 @@ class Lowering:
             innermost.body = Seq(done + stores)
             return
         loop = _nest(list(r.axes), inside, stores[0] if len(stores) == 1 else Seq(list(stores)))
-        allocs[0].body = Seq([*allocs[0].body.stmts, loop])  # type: ignore[attr-defined]
+        init = allocs[0].body
+        allocs[0].body = Seq([*(init.stmts if isinstance(init, Seq) else [init]), loop])
         level.extend(allocs[1:] + allocs[:1])
-        if mergeable:
+        if mergeable and isinstance(loop, For):  # (mergeable: axes and nothing hoisted inside, so a For)
             innermost = loop
-            while isinstance(innermost, For) and isinstance(innermost.body, For):
+            while isinstance(innermost.body, For):
                 innermost = innermost.body
-            self._groups[key] = (allocs[0], innermost)  # type: ignore[assignment]
+            self._groups[key] = (allocs[0], innermost)
 
 
 def _reads_local(e: Expr) -> bool:

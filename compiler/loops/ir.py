@@ -4,11 +4,11 @@ A kernel is a :class:`PrimFunc`: parameters are :class:`Buffer` s (dense, row-ma
 a static shape and a scope: ``arena`` for values placed by the memory plan, ``input``/``output``
 for model inputs and outputs, ``const`` for constants, ``scratch`` for kernel-private memory given
 by the runtime, ``local`` for stack/register temporaries made by :class:`Allocate`). The body is a
-tree of statements: :class:`For` (kind ``serial``, ``vectorized``, ``unrolled``, ``parallel``),
-:class:`Store`, :class:`Seq`, :class:`Allocate`, :class:`If`. Expressions are immutable and
-hashable: integer and float immediates, loop variables, binary ops, ``select``, casts, intrinsic
-calls (``exp``, ``tanh``, ``erf``, ``sqrt`` ...) and loads. :class:`Reduce` exists only in compute
-definitions (``compiler.loops.compute``) and is lowered to loops before codegen.
+tree of statements: :class:`For` (kind ``serial``, ``vectorized``, ``unrolled``, ``parallel``; a
+serial or parallel loop may run a run-time ``bound`` of its iterations), :class:`Store`, :class:`Seq`,
+:class:`Allocate`, :class:`If`. Expressions are immutable and hashable: immediates, loop variables,
+binary ops, ``select``, casts, intrinsic calls (``exp``, ``tanh``, ``erf``, ``sqrt`` ...) and loads.
+:class:`Reduce` exists only in compute definitions (``compiler.loops.compute``), lowered before codegen.
 
 dtypes are the graph IR's short names: ``f32``, ``f64``, ``i64``, ``i32``, ``i8``, ``u8``,
 ``bool``. Index arithmetic is ``i64``; ``//`` and ``%`` are floor division and floor modulo (as
@@ -27,7 +27,7 @@ LOOP_KINDS = ("serial", "vectorized", "unrolled", "parallel")
 CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
 BIN_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "&", "|", "^", "<<", ">>") + CMP_OPS
 INTRINSICS = ("exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round", "pow", "neg", "sin", "cos",
-              "fma", "dpbusd", "dpwssd", "dpbf16ps", "bf16lo", "bf16hi")  # dot steps (compiler.codegen.dot)
+              "fma", "dpbusd", "dpwssd", "dpbf16ps", "bf16lo", "bf16hi", "check")  # dot steps (compiler.codegen.dot); check: runtime.faults
 I32_RESULT = ("bf16lo", "bf16hi")  # f32 -> the i32 word half holding its top 16 bits (compiler.codegen.dot)
 
 
@@ -153,8 +153,8 @@ class Reduce(Expr):
         return self.body.dtype
 
 
-class Stmt:
-    """Base of statements."""
+class Stmt:  # base of statements
+    pass
 
 
 @dataclass(eq=False)
@@ -163,6 +163,7 @@ class For(Stmt):
     extent: int
     body: Stmt
     kind: str = "serial"
+    bound: Expr | None = None  # i64, 0 <= bound <= extent at entry: the iterations run (compiler.schedule.batch)
 
     def __post_init__(self) -> None:
         if self.kind not in LOOP_KINDS:
@@ -276,11 +277,7 @@ def select(c: Expr, t: Expr, f: Expr) -> Expr:
 
 def land(a: Expr | None, b: Expr | None) -> Expr | None:
     """Logical and of optional conditions (``None`` means true)."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return Bin("and", a, b)
+    return b if a is None else a if b is None else Bin("and", a, b)
 
 
 def call(fn: str, *args: Expr) -> Expr:
@@ -376,7 +373,7 @@ def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
 
 def substitute_stmt(s: Stmt, mapping: dict[str, Expr]) -> Stmt:
     if isinstance(s, For):
-        return For(s.var, s.extent, substitute_stmt(s.body, mapping), s.kind)
+        return For(s.var, s.extent, substitute_stmt(s.body, mapping), s.kind, s.bound and substitute(s.bound, mapping))
     if isinstance(s, Store):
         return Store(s.buf, tuple(substitute(i, mapping) for i in s.indices), substitute(s.value, mapping))
     if isinstance(s, Seq):

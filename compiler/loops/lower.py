@@ -68,7 +68,8 @@ from .tensor import Tensor, from_buffer
 @dataclass
 class KernelArg:
     """How the runtime binds one kernel parameter: ``kind`` is ``value`` (a graph value by
-    ``name``), ``const`` (``data`` is the array) or ``scratch`` (kernel-private memory)."""
+    ``name``), ``const`` (``data`` is the array), ``scratch`` (kernel-private memory) or ``dim`` (an
+    ``i64`` holding the run-time batch size: ``compiler.schedule.batch.BATCH_N``)."""
 
     kind: str
     name: str
@@ -90,6 +91,9 @@ class LoweredKernel:
     prelude: list[Any] = field(default_factory=list)
     lowering: Any = None
     nodes: list[Any] = field(default_factory=list)
+    faults: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # LowerCtx.faults
+    writes: dict[str, set[int]] = field(default_factory=dict)  # buffer name -> indices into nodes it computes
+    anchors: set[int] = field(default_factory=set)  # indices of the reducing / sequential nodes
 
 
 def _constant(value: Expr) -> Callable[[list[Expr]], Expr]:
@@ -110,6 +114,12 @@ def origin_of(node: Node) -> list[str]:
     carries them as ``attrs["origin"]`` (printed as its ``# origin:`` line)."""
     nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
     return [n.name or f"{n.op_type}#{i}" for i, n in enumerate(nodes)]
+
+
+def origin_ops(node: Node) -> list[str]:
+    """The ONNX op types of :func:`origin_of`'s nodes, in the same order (``["Conv", "Relu"]``)."""
+    nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
+    return [n.op_type for n in nodes]
 
 
 def lower_group(node: Node, kernel: str, opset: int, *, override: dict[int, Any] | None = None,
@@ -159,7 +169,10 @@ class _GroupLowering:
         self.ctx = LowerCtx(opset, self.lw)
         self.lk = LoweredKernel(kernel, node.name or kernel, PrimFunc(kernel, [], Seq([])))
         self.lk.nodes = self.nodes
+        self.lk.faults = self.ctx.faults  # the checks its lowerings add (compiler.runtime.faults)
         self.env: dict[int, Tensor] = {}
+        self.index = {id(n): i for i, n in enumerate(self.nodes)}
+        self.contrib: dict[int, set[int]] = {}  # value id -> indices of the nodes inlined into its tensor
         self.upstream: dict[int, set[int]] = {}  # value id -> ids of unmaterialized reducing nodes it depends on
         self.body: list[Stmt] = []
         self.n_tmp = 0
@@ -194,6 +207,7 @@ class _GroupLowering:
             self.lk.inputs.append(outer.name)
         self.env[id(inner)] = from_buffer(buf, outer.const)
         self.upstream[id(inner)] = set()
+        self.contrib[id(inner)] = set()
 
     def scratch(self, dtype: str, shape: tuple[int, ...]) -> Buffer:
         """A new kernel-private buffer (``tmpN``)."""
@@ -209,6 +223,7 @@ class _GroupLowering:
         self.body.append(self.lw.compute(buf, t.fn))
         self.env[id(v)] = from_buffer(buf)
         self.upstream[id(v)] = set()
+        self.lk.writes[buf.name], self.contrib[id(v)] = self.contrib.get(id(v), set()), set()
 
     def lower_sequential(self, n: Node) -> None:
         """A sequential op (``compiler.loops.sequential``) stores its outputs itself: a kernel of its own."""
@@ -221,10 +236,13 @@ class _GroupLowering:
         ins_t = [self.env[id(v)] if v is not None and id(v) in self.env else None for v in n.inputs]
         outs_b = [self.out_bufs.get(id(v)) for v in n.outputs]  # None: no static shape (the lowering raises)
         self.body.append(SEQUENTIAL[n.op_type](self.ctx, n, ins_t, outs_b, self.scratch))
+        self.lk.anchors.add(self.index[id(n)])
         for v in n.outputs:
             self.env[id(v)] = from_buffer(self.out_bufs[id(v)])
             self.upstream[id(v)] = set()
             self.written.add(id(v))
+            self.lk.writes[self.out_bufs[id(v)].name] = self._inlined(n)
+            self.contrib[id(v)] = set()
 
     def lower_node(self, n: Node) -> None:
         """Map ``n``'s input tensors to its output tensors; a complex op first materializes inputs that
@@ -253,9 +271,16 @@ class _GroupLowering:
         up = set().union(*(self.upstream.get(id(v), set()) for v in ins if v is not None))
         if is_complex(n):
             up = up | {id(n)}
+            self.lk.anchors.add(self.index[id(n)])
+        inlined = self._inlined(n)
         for ov, t in zip(n.outputs, outs, strict=False):
             self.env[id(ov)] = t
             self.upstream[id(ov)] = up
+            self.contrib[id(ov)] = inlined
+
+    def _inlined(self, n: Node) -> set[int]:
+        """``n`` and the nodes inlined into its inputs' tensors (indices into the group's nodes)."""
+        return {self.index[id(n)]}.union(*(self.contrib.get(id(v), set()) for v in n.inputs if v is not None))
 
     def outputs(self, build: bool) -> list[Stmt]:
         """Bind the group outputs (``outN``) and compute each (``build``) or leave it in ``lk.pending``;
@@ -278,6 +303,7 @@ class _GroupLowering:
             self.lk.outputs.append(ov.name)
             if id(iv) in self.written:
                 continue
+            self.lk.writes[buf.name] = set(self.contrib.get(id(iv), set()))
             if build:
                 self.body.append(self.lw.compute(buf, t.fn))
             else:

@@ -33,12 +33,8 @@ from .ir import (
     select,
     sub,
 )
-from .registry import Lower, LowerCtx, bad, const_input, register
-from .tensor import Tensor, broadcast_to, clamp, norm_axis, reshape
-
-
-def _f(x: float, dt: str = "f32") -> Expr:
-    return Float(float(x), dt)
+from .registry import Lower, LowerCtx, bad, checked_index, const_input, divide_message, register
+from .tensor import Tensor, broadcast_to, clamp, fconst, norm_axis, reshape
 
 
 def _unary(fn: Callable[[Expr, Node], Expr]) -> Lower:
@@ -50,7 +46,7 @@ def _unary(fn: Callable[[Expr, Node], Expr]) -> Lower:
 
 
 _UNARY: dict[str, Callable[[Expr, Node], Expr]] = {
-    "Relu": lambda x, n: emax(x, _f(0, x.dtype)),
+    "Relu": lambda x, n: emax(x, fconst(0, x.dtype)),
     "Neg": lambda x, n: call("neg", x),
     "Abs": lambda x, n: call("abs", x),
     "Exp": lambda x, n: call("exp", x),
@@ -62,14 +58,14 @@ _UNARY: dict[str, Callable[[Expr, Node], Expr]] = {
     "Ceil": lambda x, n: call("ceil", x),
     "Sin": lambda x, n: call("sin", x),
     "Cos": lambda x, n: call("cos", x),
-    "Reciprocal": lambda x, n: Bin("/", _f(1, x.dtype), x),
-    "Sigmoid": lambda x, n: Bin("/", _f(1, x.dtype), add(_f(1, x.dtype), call("exp", call("neg", x)))),
-    "Softplus": lambda x, n: call("log", add(call("exp", x), _f(1, x.dtype))),
-    "LeakyRelu": lambda x, n: select(Bin("<", x, _f(0)), mul(x, _f(n.attr("alpha", 0.01))), x),
-    "Elu": lambda x, n: select(Bin("<", x, _f(0)), mul(_f(n.attr("alpha", 1.0)), sub(call("exp", x), _f(1))), x),
-    "HardSigmoid": lambda x, n: emin(emax(add(mul(_f(n.attr("alpha", 0.2)), x), _f(n.attr("beta", 0.5))),
-                                          _f(0)), _f(1)),
-    "HardSwish": lambda x, n: mul(x, emin(emax(add(mul(_f(1 / 6), x), _f(0.5)), _f(0)), _f(1))),
+    "Reciprocal": lambda x, n: Bin("/", fconst(1, x.dtype), x),
+    "Sigmoid": lambda x, n: Bin("/", fconst(1, x.dtype), add(fconst(1, x.dtype), call("exp", call("neg", x)))),
+    "Softplus": lambda x, n: call("log", add(call("exp", x), fconst(1, x.dtype))),
+    "LeakyRelu": lambda x, n: select(Bin("<", x, fconst(0)), mul(x, fconst(n.attr("alpha", 0.01))), x),
+    "Elu": lambda x, n: select(Bin("<", x, fconst(0)), mul(fconst(n.attr("alpha", 1.0)), sub(call("exp", x), fconst(1))), x),
+    "HardSigmoid": lambda x, n: emin(emax(add(mul(fconst(n.attr("alpha", 0.2)), x), fconst(n.attr("beta", 0.5))),
+                                          fconst(0)), fconst(1)),
+    "HardSwish": lambda x, n: mul(x, emin(emax(add(mul(fconst(1 / 6), x), fconst(0.5)), fconst(0)), fconst(1))),
     "Identity": lambda x, n: x,
     "Dropout": lambda x, n: x,
     "Not": lambda x, n: Bin("==", x, Int(0, x.dtype)),
@@ -84,8 +80,8 @@ def _gelu(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         raise bad(node, "approximate", "only approximate='none' is supported")
     x = ins[0]
     assert x is not None
-    return [Tensor(x.shape, x.dtype, lambda i: mul(mul(_f(0.5), x[i]),
-                                                     add(_f(1), call("erf", mul(x[i], _f(1 / math.sqrt(2)))))))]
+    return [Tensor(x.shape, x.dtype, lambda i: mul(mul(fconst(0.5), x[i]),
+                                                     add(fconst(1), call("erf", mul(x[i], fconst(1 / math.sqrt(2)))))))]
 
 
 _BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
@@ -97,7 +93,7 @@ _BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
     "Equal": lambda a, b: Bin("==", a, b), "Less": lambda a, b: Bin("<", a, b),
     "Greater": lambda a, b: Bin(">", a, b), "LessOrEqual": lambda a, b: Bin("<=", a, b),
     "GreaterOrEqual": lambda a, b: Bin(">=", a, b), "And": lambda a, b: Bin("and", a, b),
-    "Or": lambda a, b: Bin("or", a, b), "PRelu": lambda x, s: select(Bin("<", x, _f(0)), mul(x, s), x),
+    "Or": lambda a, b: Bin("or", a, b), "PRelu": lambda x, s: select(Bin("<", x, fconst(0)), mul(x, s), x),
 }
 
 
@@ -111,9 +107,12 @@ def _nary(op: str) -> Lower:
         def fn(idx: list[Expr]) -> Expr:
             acc = xs[0][idx]
             for t in xs[1:]:
-                acc = comb(acc, t[idx])
+                b = t[idx]
+                acc = comb(acc, b)
+                if op == "Div" and acc.dtype not in ("f32", "f64"):  # the spec: undefined; ORT: an error
+                    acc = ctx.checked(node, "divide", acc, Bin("==", b, Int(0, b.dtype)), divide_message(node, b.dtype))
             if op == "Mean":
-                acc = mul(acc, _f(1.0 / len(xs)))
+                acc = mul(acc, fconst(1.0 / len(xs)))
             return acc
         return [Tensor(shape, ctx.out_dtype(node), fn)]
     return low
@@ -137,9 +136,9 @@ def _clip(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     def fn(idx: list[Expr]) -> Expr:
         v = x[idx]
         if lo is not None:
-            v = emax(v, _f(lo, x.dtype))
+            v = emax(v, fconst(lo, x.dtype))
         if hi is not None:
-            v = emin(v, _f(hi, x.dtype))
+            v = emin(v, fconst(hi, x.dtype))
         return v
     return [Tensor(x.shape, x.dtype, fn)]
 
@@ -268,9 +267,7 @@ def _slice(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
 def _pad(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
-    mode = node.attr("mode", "constant")
-    if isinstance(mode, bytes):
-        mode = mode.decode()
+    mode = node.attr_str("mode", "constant")
     pads = node.attr("pads") if ctx.opset < 11 else const_input(node, ins[1], "pads").tolist()
     value = float(node.attr("value", 0.0))
     if ctx.opset >= 11 and len(ins) > 2 and ins[2] is not None:
@@ -310,9 +307,7 @@ def _gather(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     n = x.shape[ax]
 
     def fn(i: list[Expr]) -> Expr:
-        j = ind[i[ax:ax + q]]
-        j = Cast("i64", j) if j.dtype != "i64" else j
-        j = clamp(select(Bin("<", j, Int(0)), add(j, n), j), 0, n - 1)
+        j = checked_index(ctx, node, ind[i[ax:ax + q]], n, ax)
         return x[i[:ax] + [j] + i[ax + q:]]
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
@@ -328,12 +323,9 @@ def _tile(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
 def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
-    mode = node.attr("mode", "nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    ctm = node.attr("coordinate_transformation_mode", "half_pixel")
-    ctm = ctm.decode() if isinstance(ctm, bytes) else ctm
-    nm = node.attr("nearest_mode", "round_prefer_floor")
-    nm = nm.decode() if isinstance(nm, bytes) else nm
+    mode = node.attr_str("mode", "nearest")
+    ctm = node.attr_str("coordinate_transformation_mode", "half_pixel")
+    nm = node.attr_str("nearest_mode", "round_prefer_floor")
     shape = ctx.out_shape(node)
     if mode != "nearest":
         raise bad(node, "mode", f"mode {mode!r} is not supported (nearest only)")

@@ -17,14 +17,9 @@ from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, select, sub
 from .ops_reduce import red
 from .registry import LowerCtx, bad, register
-from .tensor import Tensor
+from .tensor import Tensor, fconst
 
 A = -0.75
-
-
-def _s(node: Node, name: str, default: str) -> str:
-    v = node.attr(name, default)
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _reflect(x: Expr, lo: float, hi: float) -> Expr:
@@ -62,8 +57,8 @@ def _cubic_w(t: Expr, r: Expr) -> Expr:
 def _grid_sample(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x, grid = ins[0], ins[1]
     assert x is not None and grid is not None
-    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(_s(node, "mode", "linear"), _s(node, "mode", "linear"))
-    pad = _s(node, "padding_mode", "zeros")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(node.attr_str("mode", "linear"), node.attr_str("mode", "linear"))
+    pad = node.attr_str("padding_mode", "zeros")
     ac = bool(node.attr("align_corners", 0))
     if mode not in ("nearest", "linear", "cubic") or pad not in ("zeros", "border", "reflection"):
         raise bad(node, "mode", f"mode {mode!r} / padding_mode {pad!r} is not defined")
@@ -202,16 +197,16 @@ def _roi_align(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tens
     if sr <= 0:
         raise bad(node, "sampling_ratio", "adaptive sampling (sampling_ratio=0) makes the sample count "
                                           "depend on the ROI values; only fixed ratios are supported")
-    ctm = _s(node, "coordinate_transformation_mode", "half_pixel")
+    ctm = node.attr_str("coordinate_transformation_mode", "half_pixel")
     half = ctm == "half_pixel"
-    is_max = _s(node, "mode", "avg") == "max"
+    is_max = node.attr_str("mode", "avg") == "max"
     scale = float(node.attr("spatial_scale", 1.0))
     out = ctx.out_shape(node)
     oh, ow = out[2], out[3]
     h_n, w_n = x.shape[2], x.shape[3]
     dt = x.dtype
     lw = ctx.lowering
-    f = lambda v: Float(float(v), dt)  # noqa: E731
+    f = lambda v: fconst(v, dt)  # noqa: E731
 
     def fn(i: list[Expr]) -> Expr:
         r, c, ph, pw = i

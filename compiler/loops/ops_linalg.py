@@ -46,8 +46,7 @@ def _parse(eq: str, ranks: list[int]) -> tuple[list[str], str]:
 @register("Einsum", complex_op=True)
 def _einsum(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     xs = [t for t in ins if t is not None]
-    eq = node.attr("equation")
-    eq = eq.decode() if isinstance(eq, bytes) else eq
+    eq = node.attr_str("equation")
     terms, out = _parse(eq, [t.rank for t in xs])
     sizes: dict[str, int] = {}
     for t, x in zip(terms, xs, strict=True):

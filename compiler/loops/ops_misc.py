@@ -23,21 +23,25 @@ from ..ir import Node
 from . import ops_elementwise  # noqa: F401  (registers first: Pow, Softplus, Clip, Gelu, Dropout here replace its)
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, call, emax, emin, mul, select, sub
 from .ops_reduce import red
-from .registry import LowerCtx, bad, const_input, register
-from .tensor import Tensor, broadcast_to, norm_axis
+from .registry import LowerCtx, bad, const_input, divide_message, register
+from .tensor import Tensor, broadcast_to, fconst, norm_axis
 
 FLOATS = ("f32", "f64")
 
-
-def _f(v: float, dt: str = "f32") -> Expr:
-    return Float(float(v), dt)
 
 
 def _binary(comb):  # type: ignore[no-untyped-def]
     def low(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         shape = ctx.out_shape(node)
         a, b = (broadcast_to(t, shape) for t in ins[:2] if t is not None)
-        return [Tensor(shape, ctx.out_dtype(node), lambda i: comb(a[i], b[i], node))]
+
+        def fn(i: list[Expr]) -> Expr:
+            y, d = a[i], b[i]
+            r = comb(y, d, node)
+            if node.op_type == "Mod" and d.dtype not in FLOATS:  # the spec: undefined; ORT: an error
+                r = ctx.checked(node, "divide", r, Bin("==", d, Int(0, d.dtype)), divide_message(node, d.dtype))
+            return r
+        return [Tensor(shape, ctx.out_dtype(node), fn)]
     return low
 
 
@@ -45,8 +49,8 @@ def _fmod_float(a: Expr, b: Expr) -> Expr:
     """C fmod: ``a - b * trunc(a / b)``; ``a`` itself when ``b`` is infinite and ``a`` finite."""
     dt = a.dtype
     q = Bin("/", a, b)
-    t = select(Bin("<", q, _f(0, dt)), call("ceil", q), call("floor", q))
-    inf = _f(float("inf"), dt)
+    t = select(Bin("<", q, fconst(0, dt)), call("ceil", q), call("floor", q))
+    inf = fconst(float("inf"), dt)
     keep_a = Bin("and", Bin("==", call("abs", b), inf), Bin("<", call("abs", a), inf))
     return select(keep_a, a, sub(a, mul(b, t)))
 
@@ -58,7 +62,7 @@ def _mod(a: Expr, b: Expr, node: Node) -> Expr:
     if a.dtype in ("u8", "u16", "u32", "u64"):
         return Bin("%", a, b)
     r = _fmod_float(a, b) if fl else Bin("%", a, b)
-    z = _f(0, a.dtype) if fl else Int(0, a.dtype)
+    z = fconst(0, a.dtype) if fl else Int(0, a.dtype)
     fix = Bin("and", Bin("!=", r, z), Bin("!=", Bin("<", r, z), Bin("<", b, z)))
     return select(fix, add(r, b), r)
 
@@ -67,8 +71,7 @@ def _shift(a: Expr, b: Expr, node: Node) -> Expr:
     """Out-of-range shifts (negative or >= the bit width) give 0, or -1 for a negative signed
     value shifted right (onnx.reference's BitShift)."""
     width = {"u8": 8, "u16": 16, "u32": 32, "u64": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}[a.dtype]
-    left = node.attr("direction", "LEFT")
-    left = (left.decode() if isinstance(left, bytes) else left) == "LEFT"
+    left = node.attr_str("direction", "LEFT") == "LEFT"
     shifted = Bin("<<" if left else ">>", a, b)
     out = Bin(">=", b, Int(width, b.dtype))
     if b.dtype.startswith("i"):
@@ -102,22 +105,22 @@ def _atan(x: Expr) -> Expr:
     """Abramowitz & Stegun 4.4.49 on [0, 1] with atan(x) = pi/2 - atan(1/x) above 1, odd symmetry."""
     dt = x.dtype
     ax = call("abs", x)
-    big = Bin(">", ax, _f(1, dt))
-    t = select(big, Bin("/", _f(1, dt), ax), ax)
+    big = Bin(">", ax, fconst(1, dt))
+    t = select(big, Bin("/", fconst(1, dt), ax), ax)
     t2 = mul(t, t)
-    poly = _f(0.0208351, dt)
+    poly = fconst(0.0208351, dt)
     for c in (-0.0851330, 0.1801410, -0.3302995, 0.9998660):
-        poly = add(mul(poly, t2), _f(c, dt))
+        poly = add(mul(poly, t2), fconst(c, dt))
     r = mul(poly, t)
-    r = select(big, sub(_f(math.pi / 2, dt), r), r)
-    return select(Bin("<", x, _f(0, dt)), call("neg", r), r)
+    r = select(big, sub(fconst(math.pi / 2, dt), r), r)
+    return select(Bin("<", x, fconst(0, dt)), call("neg", r), r)
 
 
 def _asin(x: Expr) -> Expr:
     dt = x.dtype
-    den = call("sqrt", sub(_f(1, dt), mul(x, x)))
+    den = call("sqrt", sub(fconst(1, dt), mul(x, x)))
     at = _atan(Bin("/", x, den))
-    return select(Bin(">=", call("abs", x), _f(1, dt)), mul(_f(math.pi / 2, dt), Bin("/", x, call("abs", x))), at)
+    return select(Bin(">=", call("abs", x), fconst(1, dt)), mul(fconst(math.pi / 2, dt), Bin("/", x, call("abs", x))), at)
 
 
 def _unary(fn):  # type: ignore[no-untyped-def]
@@ -131,17 +134,17 @@ def _unary(fn):  # type: ignore[no-untyped-def]
 
 def _is_inf(x: Expr, node: Node) -> Expr:
     pos, neg = bool(node.attr("detect_positive", 1)), bool(node.attr("detect_negative", 1))
-    c_pos = Bin("==", x, _f(float("inf"), x.dtype))
-    c_neg = Bin("==", x, _f(float("-inf"), x.dtype))
+    c_pos = Bin("==", x, fconst(float("inf"), x.dtype))
+    c_neg = Bin("==", x, fconst(float("-inf"), x.dtype))
     if pos and neg:
         return Bin("or", c_pos, c_neg)
     return c_pos if pos else c_neg if neg else Bin("!=", Int(0), Int(0))
 
 
 def _sign(x: Expr, node: Node) -> Expr:
-    z = _f(0, x.dtype) if x.dtype in FLOATS else Int(0, x.dtype)
-    one = _f(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
-    neg = _f(-1, x.dtype) if x.dtype in FLOATS else Int(-1, x.dtype)
+    z = fconst(0, x.dtype) if x.dtype in FLOATS else Int(0, x.dtype)
+    one = fconst(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
+    neg = fconst(-1, x.dtype) if x.dtype in FLOATS else Int(-1, x.dtype)
     return select(Bin(">", x, z), one, select(Bin("<", x, z), neg, z))
 
 
@@ -152,20 +155,20 @@ def _shrink(x: Expr, node: Node) -> Expr:
         lo, hi = Int(int(-lam), dt), Int(int(lam), dt)
         return select(Bin("<", x, lo), add(x, Int(int(bias), dt)), select(Bin(">", x, hi), sub(x, Int(int(bias), dt)),
                                                                          Int(0, dt)))
-    return select(Bin("<", x, _f(-lam, dt)), add(x, _f(bias, dt)),
-                  select(Bin(">", x, _f(lam, dt)), sub(x, _f(bias, dt)), _f(0, dt)))
+    return select(Bin("<", x, fconst(-lam, dt)), add(x, fconst(bias, dt)),
+                  select(Bin(">", x, fconst(lam, dt)), sub(x, fconst(bias, dt)), fconst(0, dt)))
 
 
 def _log1p(e: Expr) -> Expr:
     """log(1 + e) without cancellation for small ``e`` (Kahan: ``log(u) * e / (u - 1)``, ``u = 1 + e``)."""
-    u = add(_f(1, e.dtype), e)
-    d = sub(u, _f(1, e.dtype))
-    return select(Bin("==", d, _f(0, e.dtype)), e, Bin("/", mul(call("log", u), e), d))
+    u = add(fconst(1, e.dtype), e)
+    d = sub(u, fconst(1, e.dtype))
+    return select(Bin("==", d, fconst(0, e.dtype)), e, Bin("/", mul(call("log", u), e), d))
 
 
 def _softplus(x: Expr, node: Node) -> Expr:
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow, no cancellation."""
-    return add(emax(x, _f(0, x.dtype)), _log1p(call("exp", call("neg", call("abs", x)))))
+    return add(emax(x, fconst(0, x.dtype)), _log1p(call("exp", call("neg", call("abs", x)))))
 
 
 _UNARY = {
@@ -178,21 +181,21 @@ _UNARY = {
     "Sign": _sign,
     "Atan": lambda x, n: _atan(x),
     "Asin": lambda x, n: _asin(x),
-    "Acos": lambda x, n: sub(_f(math.pi / 2, x.dtype), _asin(x)),
-    "Sinh": lambda x, n: mul(_f(0.5, x.dtype), sub(call("exp", x), call("exp", call("neg", x)))),
-    "Cosh": lambda x, n: mul(_f(0.5, x.dtype), add(call("exp", x), call("exp", call("neg", x)))),
+    "Acos": lambda x, n: sub(fconst(math.pi / 2, x.dtype), _asin(x)),
+    "Sinh": lambda x, n: mul(fconst(0.5, x.dtype), sub(call("exp", x), call("exp", call("neg", x)))),
+    "Cosh": lambda x, n: mul(fconst(0.5, x.dtype), add(call("exp", x), call("exp", call("neg", x)))),
     "Tan": lambda x, n: Bin("/", call("sin", x), call("cos", x)),
-    "Asinh": lambda x, n: call("log", add(x, call("sqrt", add(mul(x, x), _f(1, x.dtype))))),
-    "Acosh": lambda x, n: call("log", add(x, call("sqrt", sub(mul(x, x), _f(1, x.dtype))))),
-    "Atanh": lambda x, n: mul(_f(0.5, x.dtype), call("log", Bin("/", add(_f(1, x.dtype), x), sub(_f(1, x.dtype), x)))),
-    "Softsign": lambda x, n: Bin("/", x, add(_f(1, x.dtype), call("abs", x))),
+    "Asinh": lambda x, n: call("log", add(x, call("sqrt", add(mul(x, x), fconst(1, x.dtype))))),
+    "Acosh": lambda x, n: call("log", add(x, call("sqrt", sub(mul(x, x), fconst(1, x.dtype))))),
+    "Atanh": lambda x, n: mul(fconst(0.5, x.dtype), call("log", Bin("/", add(fconst(1, x.dtype), x), sub(fconst(1, x.dtype), x)))),
+    "Softsign": lambda x, n: Bin("/", x, add(fconst(1, x.dtype), call("abs", x))),
     "Shrink": _shrink,
-    "Selu": lambda x, n: mul(_f(n.attr("gamma", 1.0507009873554805), x.dtype), select(
-        Bin("<=", x, _f(0, x.dtype)), mul(_f(n.attr("alpha", 1.6732632423543772), x.dtype),
-                                          sub(call("exp", x), _f(1, x.dtype))), x)),
-    "Celu": lambda x, n: add(emax(_f(0, x.dtype), x), emin(_f(0, x.dtype), mul(_f(n.attr("alpha", 1.0), x.dtype), sub(
-        call("exp", Bin("/", x, _f(n.attr("alpha", 1.0), x.dtype))), _f(1, x.dtype))))),
-    "ThresholdedRelu": lambda x, n: select(Bin(">", x, _f(n.attr("alpha", 1.0), x.dtype)), x, _f(0, x.dtype)),
+    "Selu": lambda x, n: mul(fconst(n.attr("gamma", 1.0507009873554805), x.dtype), select(
+        Bin("<=", x, fconst(0, x.dtype)), mul(fconst(n.attr("alpha", 1.6732632423543772), x.dtype),
+                                          sub(call("exp", x), fconst(1, x.dtype))), x)),
+    "Celu": lambda x, n: add(emax(fconst(0, x.dtype), x), emin(fconst(0, x.dtype), mul(fconst(n.attr("alpha", 1.0), x.dtype), sub(
+        call("exp", Bin("/", x, fconst(n.attr("alpha", 1.0), x.dtype))), fconst(1, x.dtype))))),
+    "ThresholdedRelu": lambda x, n: select(Bin(">", x, fconst(n.attr("alpha", 1.0), x.dtype)), x, fconst(0, x.dtype)),
 }
 for _name, _fn in _UNARY.items():
     register(_name)(_unary(_fn))
@@ -208,8 +211,8 @@ def _clip(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     hi: Tensor | None = None
     if ctx.opset < 11:
         lo_v, hi_v = node.attr("min", None), node.attr("max", None)
-        lo = Tensor((), dt, lambda i: _f(lo_v, dt)) if lo_v is not None else None
-        hi = Tensor((), dt, lambda i: _f(hi_v, dt)) if hi_v is not None else None
+        lo = Tensor((), dt, lambda i: fconst(lo_v, dt)) if lo_v is not None else None
+        hi = Tensor((), dt, lambda i: fconst(hi_v, dt)) if hi_v is not None else None
     else:
         lo = ins[1] if len(ins) > 1 else None
         hi = ins[2] if len(ins) > 2 else None
@@ -228,17 +231,16 @@ def _clip(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
 def _gelu(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
-    approx = node.attr("approximate", "none")
-    approx = approx.decode() if isinstance(approx, bytes) else approx
+    approx = node.attr_str("approximate", "none")
     dt = x.dtype
     if approx == "tanh":
         c = math.sqrt(2 / math.pi)
-        return [Tensor(x.shape, dt, lambda i: mul(mul(_f(0.5, dt), x[i]), add(_f(1, dt), call("tanh", mul(
-            _f(c, dt), add(x[i], mul(_f(0.044715, dt), mul(x[i], mul(x[i], x[i])))))))))]
+        return [Tensor(x.shape, dt, lambda i: mul(mul(fconst(0.5, dt), x[i]), add(fconst(1, dt), call("tanh", mul(
+            fconst(c, dt), add(x[i], mul(fconst(0.044715, dt), mul(x[i], mul(x[i], x[i])))))))))]
     if approx != "none":
         raise bad(node, "approximate", f"approximate={approx!r} is not defined")
-    return [Tensor(x.shape, dt, lambda i: mul(mul(_f(0.5, dt), x[i]),
-                                            add(_f(1, dt), call("erf", mul(x[i], _f(1 / math.sqrt(2), dt))))))]
+    return [Tensor(x.shape, dt, lambda i: mul(mul(fconst(0.5, dt), x[i]),
+                                            add(fconst(1, dt), call("erf", mul(x[i], fconst(1 / math.sqrt(2), dt))))))]
 
 
 def _axis_ops(ctx: LowerCtx, node: Node, x: Tensor, default: int):  # type: ignore[no-untyped-def]
@@ -268,7 +270,7 @@ def _hardmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
         mx = red("max", [m_ax[a] for a in axes], at(m_ax))
         jf = flat([j_ax[k][0] if k in j_ax else idx[k] for k in range(x.rank)])
         first = red("min", [j_ax[a] for a in axes], select(Bin("==", at(j_ax), mx), jf, Int(total)))
-        one, zero = (_f(1, x.dtype), _f(0, x.dtype)) if x.dtype in FLOATS else (Int(1, x.dtype), Int(0, x.dtype))
+        one, zero = (fconst(1, x.dtype), fconst(0, x.dtype)) if x.dtype in FLOATS else (Int(1, x.dtype), Int(0, x.dtype))
         return select(Bin("==", flat(idx), first), one, zero)
     return [Tensor(x.shape, x.dtype, fn)]
 
@@ -303,7 +305,7 @@ def _cumprod(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
     ax = norm_axis(node, int(const_input(node, ins[1], "axis").reshape(-1)[0]), x.rank)
     excl, rev = bool(node.attr("exclusive", 0)), bool(node.attr("reverse", 0))
     rk = ctx.lowering.axis("rc", x.shape[ax])
-    one = _f(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
+    one = fconst(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
 
     def fn(i: list[Expr]) -> Expr:
         j = rk[0]
@@ -326,7 +328,7 @@ def _lp_norm(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
         v = x[i[:ax] + [rk[0]] + i[ax + 1:]]
         s = red("sum", [rk], call("abs", v) if p == 1 else mul(v, v))
         norm = s if p == 1 else call("sqrt", s)
-        return select(Bin("==", norm, _f(0, x.dtype)), _f(0, x.dtype), Bin("/", x[i], norm))
+        return select(Bin("==", norm, fconst(0, x.dtype)), fconst(0, x.dtype), Bin("/", x[i], norm))
     return [Tensor(x.shape, x.dtype, fn)]
 
 

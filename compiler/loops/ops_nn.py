@@ -16,6 +16,8 @@ on the reduction is over ``axis`` alone. Unsupported attributes raise CompileErr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..ir import Node
@@ -29,8 +31,7 @@ from .tensor import Tensor, broadcast_to, norm_axis, reshape
 def _spatial_pads(node: Node, in_sp: list[int], out_sp: list[int], ks: list[int], st: list[int],
                   dil: list[int]) -> list[int]:
     nd = len(in_sp)
-    ap = node.attr("auto_pad", "NOTSET")
-    ap = ap.decode() if isinstance(ap, bytes) else ap
+    ap = node.attr_str("auto_pad", "NOTSET")
     if ap in ("NOTSET", ""):
         return list(node.attr("pads", [0] * (2 * nd)))
     if ap == "VALID":
@@ -141,8 +142,7 @@ def _conv_transpose(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     nd = len(ks)
     st = list(node.attr("strides", [1] * nd))
     dil = list(node.attr("dilations", [1] * nd))
-    ap = node.attr("auto_pad", "NOTSET")
-    ap = (ap.decode() if isinstance(ap, bytes) else ap) or "NOTSET"
+    ap = node.attr_str("auto_pad", "NOTSET") or "NOTSET"
     if ap in ("SAME_UPPER", "SAME_LOWER"):
         pads = _conv_transpose_same_pads(node, ap, list(x.shape[2:]), list(out[2:]), ks, st, dil)
     elif ap in ("NOTSET", "VALID"):
@@ -196,7 +196,7 @@ def skip_nan(v: Expr, cond: Expr | None, other: Expr, pad: Expr | None = None) -
     return select(Bin("==", w, w), w, other)
 
 
-def max_pool_tap(xv: Expr, cond: Expr | None, o: list[Expr], r: list[Var], st: list[int], dil: list[int],
+def max_pool_tap(xv: Expr, cond: Expr | None, o: list[Expr], r: Sequence[Expr], st: list[int], dil: list[int],
                  pb: list[int]) -> Expr:
     """The term of MaxPool's maximum for the tap ``xv`` (in bounds where ``cond``), as ``onnx.reference``
     treats NaN: with strides and dilations 1 (``op_pool_common``) NaN taps are left out (-inf); with

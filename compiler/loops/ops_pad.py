@@ -20,8 +20,7 @@ from .tensor import Tensor, clamp, norm_axis
 def _pad(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     x = ins[0]
     assert x is not None
-    mode = node.attr("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = node.attr_str("mode", "constant")
     if mode not in ("constant", "edge", "reflect", "wrap"):
         raise bad(node, "mode", f"mode {mode!r} is not defined")
     r = x.rank

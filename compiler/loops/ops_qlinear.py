@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Node
-from .ir import Bin, Cast, Expr, Float, Int, add, call, emax, emin, mul, sub
+from .ir import Bin, Cast, Expr, Float, Int, Load, add, call, emax, emin, mul, sub
 from .ops_reduce import red
 from .registry import LowerCtx, bad, register
 from .tensor import Tensor, broadcast_to
@@ -165,3 +165,28 @@ def _qgap(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         mult = Bin("/", f32(scalar_at(x_s)), mul(f32(scalar_at(y_s)), Float(float(size))))
         return requantize(acc, mult, scalar_at(y_zp, default=zero), dt)
     return [Tensor(ctx.out_shape(node), dt, fn)]
+
+
+def byte_index(e: Load) -> tuple[Expr, bool] | None:
+    """``(x, signed)`` when ``e`` reads a 256-entry uint8/int8 table at ``i64(x)`` (uint8 ``x``) or
+    ``i64(x) + 128`` (int8 ``x``), else None."""
+    if e.buf.dtype not in ("u8", "i8") or e.buf.shape != (256,) or len(e.indices) != 1:
+        return None
+    i = e.indices[0]
+    if isinstance(i, Cast) and i.to == "i64" and i.value.dtype == "u8":
+        return i.value, False
+    if (isinstance(i, Bin) and i.op == "+" and isinstance(i.b, Int) and i.b.value == 128
+            and isinstance(i.a, Cast) and i.a.to == "i64" and i.a.value.dtype == "i8"):
+        return i.a.value, True
+    return None
+
+
+@register("prism.QLinearLookup")
+def _lookup(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
+    x, table = (ins + [None, None])[:2]
+    if x is None or table is None or x.dtype not in QRANGE:
+        raise bad(node, "X", "X (uint8 or int8) and table are required")
+    if table.dtype not in QRANGE or table.shape != (256,):
+        raise bad(node, "table", f"table is {table.dtype}{list(table.shape)}, not 256 uint8/int8 values")
+    low = QRANGE[x.dtype][0]
+    return [Tensor(x.shape, table.dtype, lambda i: table[[add(Cast("i64", x[i]), Int(-low))]])]

@@ -20,7 +20,6 @@ from .ir import (
     Buffer,
     Cast,
     Expr,
-    Float,
     Int,
     Load,
     Var,
@@ -37,11 +36,7 @@ from .ops_nn import _geom, _window
 from .ops_qlinear import multiplier, requantize
 from .ops_reduce import red
 from .registry import LowerCtx, bad, register
-from .tensor import Tensor, norm_axis
-
-
-def _f(v: float, dt: str = "f32") -> Expr:
-    return Float(float(v), dt)
+from .tensor import Tensor, fconst, norm_axis
 
 
 def _i32(e: Expr) -> Expr:
@@ -188,12 +183,18 @@ def _quantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tenso
         raise bad(node, "y_zero_point", f"output type {dt} is not supported")
     lo, hi = _QRANGE[dt]
 
+    # an 8- or 16-bit result: rounded in x's float type, then the zero point added and saturated in it too:
+    # exact (a rounded |q| < 2^24 plus a zero point of 16 bits is exact in float32, and a larger |q|
+    # saturates either way); a 32-bit result needs float64
+    wide = "f64" if dt in ("i32", "u32") or x.dtype not in ("f32", "f64") else x.dtype
+
     def fn(i: list[Expr]) -> Expr:
         s = _param_at(ctx, node, scale, x, i)
-        q: Expr = Cast("f64", call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s))))
+        q: Expr = call("round", Bin("/", x[i], s if s.dtype == x.dtype else Cast(x.dtype, s)))
+        q = q if q.dtype == wide else Cast(wide, q)
         if zp is not None:
-            q = add(q, Cast("f64", _param_at(ctx, node, zp, x, i)))
-        return Cast(dt, emin(emax(q, _f(lo, "f64")), _f(hi, "f64")))
+            q = add(q, Cast(wide, _param_at(ctx, node, zp, x, i)))
+        return Cast(dt, emin(emax(q, fconst(lo, wide)), fconst(hi, wide)))
     return [Tensor(x.shape, dt, fn)]
 
 
@@ -208,10 +209,11 @@ def _dequantize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
         if x.dtype in ("f32", "f64"):  # float8/float4 data in float32 (compiler.frontend.narrow_types)
             s = _param_at(ctx, node, scale, x, i)
             return mul(x[i] if x.dtype == dt else Cast(dt, x[i]), s if s.dtype == dt else Cast(dt, s))
-        v: Expr = Cast("i64", x[i]) if x.dtype != "i64" else x[i]
+        it = "i32" if x.dtype in ("u8", "i8", "u16", "i16") else "i64"  # x - zero point exact in 32 bits
+        v: Expr = Cast(it, x[i]) if x.dtype != it else x[i]
         if zp is not None:
             z = _param_at(ctx, node, zp, x, i)
-            v = sub(v, Cast("i64", z) if z.dtype != "i64" else z)
+            v = sub(v, Cast(it, z) if z.dtype != it else z)
         s = _param_at(ctx, node, scale, x, i)
         return mul(Cast(dt, v), s if s.dtype == dt else Cast(dt, s))
     return [Tensor(x.shape, dt, fn)]

@@ -33,11 +33,6 @@ from .registry import LowerCtx, bad, register
 from .tensor import Tensor
 
 
-def _s(node: Node, name: str, default: str) -> str:
-    v = node.attr(name, default)
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def _x_ori(ctm: str, x: float, scale: float, n_in: int, n_out: int, roi: tuple[float, float]) -> float | None:
     out_f = scale * n_in
     if ctm == "align_corners":
@@ -131,12 +126,12 @@ def _scales(ctx: LowerCtx, node: Node, ins: list[Tensor | None], x: Tensor, axes
     elif sz is not None and sz.const is not None:
         sizes = np.asarray(sz.const).reshape(-1)
         ratios = [float(s) / x.shape[a] for a, s in zip(axes, sizes, strict=True)]
-        policy = _s(node, "keep_aspect_ratio_policy", "stretch")
+        policy = node.attr_str("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             common = min(ratios) if policy == "not_larger" else max(ratios)
             ratios = [common] * len(ratios)
-        for a, s in zip(axes, ratios, strict=True):
-            scales[a] = s
+        for a, ratio in zip(axes, ratios, strict=True):
+            scales[a] = ratio
     else:
         raise bad(node, "scales", "scales or sizes must be compile-time constants")
     return scales
@@ -147,13 +142,13 @@ def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     x = ins[0]
     assert x is not None
     out = ctx.out_shape(node)
-    mode = _s(node, "mode", "nearest")
+    mode = node.attr_str("mode", "nearest")
     mode = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     if mode not in ("nearest", "linear", "cubic"):
         raise bad(node, "mode", f"mode {mode!r} is not defined")
     old = node.op_type == "Upsample" or ctx.opset < 11
-    ctm = "asymmetric" if old else _s(node, "coordinate_transformation_mode", "half_pixel")
-    nearest = "floor" if old else _s(node, "nearest_mode", "round_prefer_floor")
+    ctm = "asymmetric" if old else node.attr_str("coordinate_transformation_mode", "half_pixel")
+    nearest = "floor" if old else node.attr_str("nearest_mode", "round_prefer_floor")
     r = x.rank
     axes = list(range(r)) if old or node.attr("axes", None) is None else [a % r for a in node.attr("axes")]
     scales = _scales(ctx, node, ins, x, axes, old)
@@ -169,7 +164,7 @@ def _resize(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]
     extrap = float(node.attr("extrapolation_value", 0.0))
     lw = ctx.lowering
     fdt = x.dtype if x.dtype in ("f32", "f64") else "f32"
-    tabs = {}
+    tabs: dict[int, tuple[Tensor, Tensor | None, np.ndarray]] = {}  # axis: (indices, weights, valid)
     for a in range(r):
         idx, w, valid = axis_table(mode, ctm, nearest, x.shape[a], out[a], scales[a], (roi_v[a], roi_v[r + a]),
                                    cubic_a, excl, anti)

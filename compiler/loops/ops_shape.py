@@ -18,14 +18,8 @@ import numpy as np
 from ..ir import Node
 from .ir import Bin, Cast, Expr, Float, Int, Reduce, add, land, mul, select, sub
 from .ops_reduce import identity, red
-from .registry import LowerCtx, bad, const_input, register
+from .registry import LowerCtx, bad, checked_index, const_input, register
 from .tensor import Tensor, clamp, norm_axis
-
-
-def _idx(e: Expr, n: int) -> Expr:
-    """An index read from a tensor as i64, negative values wrapped, clamped into [0, n)."""
-    j = Cast("i64", e) if e.dtype != "i64" else e
-    return clamp(select(Bin("<", j, Int(0)), add(j, n), j), 0, max(n - 1, 0))
 
 
 def _zero(dt: str) -> Expr:
@@ -37,7 +31,8 @@ def _gather_elements(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> lis
     x, ind = ins[0], ins[1]
     assert x is not None and ind is not None
     ax = norm_axis(node, int(node.attr("axis", 0)), x.rank)
-    return [Tensor(ind.shape, x.dtype, lambda i: x[i[:ax] + [_idx(ind[i], x.shape[ax])] + i[ax + 1:]])]
+    return [Tensor(ind.shape, x.dtype, lambda i: x[i[:ax] + [checked_index(ctx, node, ind[i], x.shape[ax], ax)]
+                                                    + i[ax + 1:]])]
 
 
 @register("GatherND")
@@ -50,7 +45,7 @@ def _gather_nd(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tens
 
     def fn(i: list[Expr]) -> Expr:
         lead = i[:q - 1]
-        src = list(i[:b]) + [_idx(ind[lead + [Int(t)]], x.shape[b + t]) for t in range(k)]
+        src = list(i[:b]) + [checked_index(ctx, node, ind[lead + [Int(t)]], x.shape[b + t], b + t) for t in range(k)]
         return x[src + i[q - 1:]]
     return [Tensor(ctx.out_shape(node), x.dtype, fn)]
 
@@ -60,8 +55,7 @@ _COMB = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
 
 def _scatter(ctx: LowerCtx, node: Node, data: Tensor, upd_shape: tuple[int, ...], match, value) -> Tensor:  # type: ignore[no-untyped-def]
     """``out[i] = combine(data[i], value(j) for update positions j with match(j, i))``."""
-    red_mode = node.attr("reduction", "none")
-    red_mode = red_mode.decode() if isinstance(red_mode, bytes) else red_mode
+    red_mode = node.attr_str("reduction", "none")
     if red_mode not in ("none", *_COMB):
         raise bad(node, "reduction", f"reduction {red_mode!r} is not supported")
     lw = ctx.lowering
@@ -106,7 +100,7 @@ def _scatter_nd(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Ten
     def match(j: list[Expr], i: list[Expr]) -> Expr:
         cond: Expr | None = None
         for t in range(k):
-            cond = land(cond, Bin("==", _idx(ind[j[:q - 1] + [Int(t)]], data.shape[t]), i[t]))
+            cond = land(cond, Bin("==", checked_index(ctx, node, ind[j[:q - 1] + [Int(t)]], data.shape[t], t), i[t]))
         return cond if cond is not None else Bin("==", Int(0), Int(0))
 
     def value(j: list[Expr], i: list[Expr]) -> Expr:
@@ -122,7 +116,7 @@ def _scatter_elements(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> li
     ax = norm_axis(node, int(node.attr("axis", 0)), data.rank)
 
     def match(j: list[Expr], i: list[Expr]) -> Expr:
-        cond: Expr | None = Bin("==", _idx(ind[j], data.shape[ax]), i[ax])
+        cond: Expr | None = Bin("==", checked_index(ctx, node, ind[j], data.shape[ax], ax), i[ax])
         for t in range(data.rank):
             if t != ax:
                 cond = land(cond, Bin("==", j[t], i[t]))
@@ -169,8 +163,7 @@ def _depth_to_space(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     x = ins[0]
     assert x is not None
     b = int(node.attr("blocksize"))
-    mode = node.attr("mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = node.attr_str("mode", "DCR")
     c_out = x.shape[1] // (b * b)
 
     def fn(i: list[Expr]) -> Expr:
@@ -190,8 +183,7 @@ def _space_to_depth(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     assert x is not None
     b = int(node.attr("blocksize"))
     c_in = x.shape[1]
-    mode = node.attr("mode", "DCR")
-    crd = (mode.decode() if isinstance(mode, bytes) else mode) == "CRD"
+    crd = node.attr_str("mode", "DCR") == "CRD"
 
     def fn(i: list[Expr]) -> Expr:
         n, c, h, w = i
@@ -261,8 +253,7 @@ def _tensor_scatter(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list
     w = ins[2] if len(ins) > 2 else None
     assert past is not None and upd is not None
     ax = norm_axis(node, int(node.attr("axis", -2)), past.rank)
-    mode = node.attr("mode", "linear")
-    circular = (mode.decode() if isinstance(mode, bytes) else mode) == "circular"
+    circular = node.attr_str("mode", "linear") == "circular"
     max_len, seq = past.shape[ax], upd.shape[ax]
 
     def fn(i: list[Expr]) -> Expr:

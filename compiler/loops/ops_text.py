@@ -30,8 +30,7 @@ def _tfidf(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
     indexes = [int(v) for v in node.attr("ngram_indexes")]
     lo, hi = int(node.attr("min_gram_length")), int(node.attr("max_gram_length"))
     max_skip = int(node.attr("max_skip_count"))
-    mode = node.attr("mode", "TF")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = node.attr_str("mode", "TF")
     weights = node.attr("weights", None)
     weights = [float(w) for w in weights] if weights is not None else [1.0] * len(indexes)
     entries = []  # (output column, tokens, weight)

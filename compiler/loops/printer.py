@@ -85,7 +85,8 @@ def _stmt_lines(s: Stmt, ind: str, out: list[str], where: dict[int, int] | None 
     if where is not None and not isinstance(s, Seq):
         where[id(s)] = len(out) + 1
     if isinstance(s, For):
-        out.append(f"{ind}for {s.var.name} in T.{s.kind}({s.extent}):")
+        bound = f", bound={expr_str(s.bound)}" if s.bound is not None else ""  # a run-time count (at most extent)
+        out.append(f"{ind}for {s.var.name} in T.{s.kind}({s.extent}{bound}):")
         _stmt_lines(s.body, ind + "    ", out, where)
     elif isinstance(s, Store):
         idx = ", ".join(expr_str(i) for i in s.indices)

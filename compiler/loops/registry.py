@@ -11,6 +11,7 @@ only by :func:`register`, the decorator on each op's lowering in the ``ops_*`` m
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -18,8 +19,8 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import Node, TensorType
 from ..ops.registry import registry_key
-from .ir import Buffer
-from .tensor import Tensor, from_buffer
+from .ir import Bin, Buffer, Cast, Expr, Int, add, call, select
+from .tensor import Tensor, clamp, from_buffer
 
 Lower = Callable[["LowerCtx", Node, list[Tensor | None]], list[Tensor]]
 
@@ -38,6 +39,14 @@ class LowerCtx:
         self.opset = opset
         self.lowering = lowering
         self.new_consts: list[tuple[Buffer, np.ndarray]] = []
+        self.faults: dict[int, tuple[str, str, str]] = {}  # code -> (node, op, message): compiler.runtime.faults
+
+    def checked(self, node: Node, kind: str, value: Expr, bad: Expr, message: str) -> Expr:
+        """``value`` under a run-time check (``compiler.runtime.faults``): where ``bad`` holds, the run
+        fails with CompileError(stage="run") naming ``node`` and saying ``message``."""
+        code = (zlib.crc32(f"{kind}:{node.label}".encode()) & 0x7FFFFFFF) + 1  # stable across processes, never 0
+        self.faults[code] = (node.label, node.op_type, message)
+        return call("check", value, bad, Int(code))
 
     def const_tensor(self, data: np.ndarray, name: str) -> Tensor:
         """A compile-time array (e.g. folded BatchNormalization scale) as a ``const`` kernel parameter."""
@@ -59,6 +68,25 @@ class LowerCtx:
     def out_dtype(node: Node, i: int = 0) -> str:
         t = node.outputs[i].type
         return t.short if t is not None else "f32"
+
+
+def checked_index(ctx: LowerCtx, node: Node, e: Expr, n: int, axis: int) -> Expr:
+    """An index read from a tensor (``e``, any integer dtype) as an i64 in ``[0, n)``: negative values
+    count from the end, and one outside ``[-n, n-1]`` (an error in the ONNX spec of Gather, GatherND,
+    GatherElements, ScatterND, ScatterElements) fails the run naming ``node`` (``LowerCtx.checked``);
+    the kernel reads at the clamped index meanwhile, so memory stays in bounds."""
+    j = Cast("i64", e) if e.dtype != "i64" else e
+    bad = Bin("or", Bin("<", j, Int(-n)), Bin(">=", j, Int(n)))
+    j = clamp(select(Bin("<", j, Int(0)), add(j, n), j), 0, max(n - 1, 0))
+    return ctx.checked(node, f"index{axis}", j, bad, f"{node.label} ({node.op_type}): an index computed in the model "
+                       f"is out of range for axis {axis} of size {n} (valid: -{n} to {n - 1})")
+
+
+def divide_message(node: Node, dtype: str) -> str:
+    """The run-time error of an integer Div or Mod by zero (``LowerCtx.checked``)."""
+    what = "modulo" if node.op_type == "Mod" else "division"
+    return (f"{node.label} ({node.op_type}): integer {what} by zero ({dtype}; undefined in the ONNX spec, "
+            f"ONNX Runtime stops with 'Integer {what} by zero')")
 
 
 def _short(dt: np.dtype) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import CompileError
 from ..ir import Node
-from .ir import Expr, Int, Load, add, emax, emin, floordiv, floormod, mul
+from .ir import Expr, Float, Int, Load, add, emax, emin, floordiv, floormod, mul
 
 
 @dataclass
@@ -99,6 +99,11 @@ def reshape(t: Tensor, shape: Sequence[int]) -> Tensor:
         return t[idx[:pre] + mid + idx[len(shape) - suf:]]
 
     return Tensor(shape, t.dtype, fn)
+
+
+def fconst(v: float, dt: str = "f32") -> Expr:
+    """The float constant ``v`` (a Python or numpy number, converted with ``float``) of dtype ``dt``."""
+    return Float(float(v), dt)
 
 
 def clamp(i: Expr, lo: int, hi: int) -> Expr:

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
            detection,
            elementwise,
            generators,
+           lookup,
            misc,
            narrow,
            nchwc,

@@ -2,7 +2,10 @@
 
 Their bodies are inferred too, so every value in every subgraph has a type. ``If`` merges the
 types of its two branches (equal dims stay, differing dims become symbolic) unless its condition
-is known, then the taken branch's types are used.
+is known, then the taken branch's types are used and the other branch, which never runs, is typed
+only where it can be: a shape error there (a branch valid only at other shapes) is not the model's.
+With a run-time condition, a branch that fails to infer gives way to the other one (the driver's
+``control-flow`` stage makes taking it a run-time error naming the If).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CompileError
 from ..ir import Graph, TensorType
-from ..ir.types import Dim
+from ..ir.types import Dim, type_from_proto
 from .registry import InferContext
 
 if TYPE_CHECKING:
@@ -51,13 +54,30 @@ def infer_if(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> list[
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
     if not isinstance(then_g, Graph) or not isinstance(else_g, Graph):
         raise ctx.fail("needs then_branch and else_branch graphs")
-    t_types = _body(then_g, env, [], infer_graph)
-    e_types = _body(else_g, env, [], infer_graph)
-    if len(t_types) != len(e_types) or len(t_types) != len(ctx.node.outputs):
-        raise ctx.fail(f"branches give {len(t_types)} and {len(e_types)} outputs for {len(ctx.node.outputs)}")
     cond = ctx.value(0)
     if cond is not None and cond.size == 1:
-        return t_types if bool(cond.reshape(-1)[0]) else e_types
+        taken, other = (then_g, else_g) if bool(cond.reshape(-1)[0]) else (else_g, then_g)
+        types = _body(taken, env, [], infer_graph)
+        try:  # typed too where it can be, but it never runs: at these shapes it may be invalid (silero_vad's
+            _body(other, env, [], infer_graph)  # unbatched-input branch Squeezes axis 0 of the batch)
+        except CompileError:
+            pass
+        if len(types) != len(ctx.node.outputs):
+            raise ctx.fail(f"the taken branch gives {len(types)} outputs for {len(ctx.node.outputs)}")
+        return types
+    try:
+        t_types = _body(then_g, env, [], infer_graph)
+    except CompileError as e:  # a run-time condition: the branch may not run (compiler.driver.control defers it)
+        try:
+            return _body(else_g, env, [], infer_graph)
+        except CompileError:
+            raise e from None
+    try:
+        e_types = _body(else_g, env, [], infer_graph)
+    except CompileError:
+        return t_types
+    if len(t_types) != len(e_types) or len(t_types) != len(ctx.node.outputs):
+        raise ctx.fail(f"branches give {len(t_types)} and {len(e_types)} outputs for {len(ctx.node.outputs)}")
     return [_merge(a, b, f"{ctx.node.outputs[i].name}") or a for i, (a, b) in enumerate(zip(t_types, e_types, strict=True))]
 
 
@@ -68,10 +88,18 @@ def infer_loop(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> lis
     carried = [ctx.type(i) if ctx.has(i) else None for i in range(2, ctx.n_inputs)]
     i64 = TensorType.of("i64", ())
     cond = TensorType.of("bool", ())
-    outs = _body(body, env, [i64, cond, *carried], infer_graph)
     n_carried = len(carried)
-    res = list(outs[1:1 + n_carried])
     trip = ctx.value(0)
+    hints = body.metadata.get("value_info", {})  # the body's declared output types (compiler.frontend.importer)
+    declared = [type_from_proto(hints[v.name], f"body output {v.name!r}") if v.name in hints else None
+                for v in body.outputs[1 + n_carried:]]
+    try:
+        outs = _body(body, env, [i64, cond, *carried], infer_graph)
+    except CompileError:  # a run-time trip count: the body may never run (compiler.driver.control defers it)
+        if trip is not None and not ctx.has(1) and int(trip.reshape(-1)[0]) > 0 or None in carried or None in declared:
+            raise
+        outs = [cond, *carried, *declared]  # type: ignore[list-item]
+    res = list(outs[1:1 + n_carried])
     lead: Dim = int(trip.reshape(-1)[0]) if trip is not None and not ctx.has(1) else f"{ctx.node.label}_trips"
     for t in outs[1 + n_carried:]:
         res.append(t.with_shape(None if t.shape is None else (lead, *t.shape)))
@@ -104,7 +132,11 @@ def infer_scan(ctx: InferContext, env: ShapeEnv, infer_graph: InferGraph) -> lis
             inner = inner[1:]
         elems.append(t.with_shape(inner) if t.shape is not None else t)
     body_states = [t.with_shape(t.shape[1:]) if batched and t.shape else t for t in states]
-    outs = _body(body, env, [*body_states, *elems], infer_graph)
+    try:
+        outs = _body(body, env, [*body_states, *elems], infer_graph)
+    except CompileError as e:  # the body runs (a Scan of zero steps is resolved before: compiler.frontend.unroll_scan)
+        steps = ", ".join(str(t) for t in [*body_states, *elems])
+        raise ctx.fail(f"its body does not compile at the per-step types it is given ({steps}): {e.message}") from None
     n = lengths[0] if lengths else "?"
     res = [t.with_shape((batch, *t.shape)) if batched and t.shape is not None else t for t in outs[:n_state]]
     out_axes = [0] * (len(outs) - n_state) if batched else (ctx.attr("scan_output_axes") or [0] * (len(outs) - n_state))

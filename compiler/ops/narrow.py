@@ -30,7 +30,7 @@ import numpy as np
 from onnx import TensorProto, defs, helper
 from onnx.reference.op_run import OpRun
 
-from ..ir import TensorType
+from ..ir import TensorType, as_text
 from .registry import InferContext, op
 
 DOMAIN = "prism"
@@ -104,9 +104,8 @@ class NarrowCast(OpRun):
     op_domain = DOMAIN
 
     def _run(self, x, to=None, saturate=None, round_mode=None):  # type: ignore[no-untyped-def]
-        to = to.decode() if isinstance(to, bytes) else to
-        mode = round_mode.decode() if isinstance(round_mode, bytes) else round_mode
-        return (narrow_reference(x, str(to), int(saturate or 0), mode or "up"),)
+        mode = as_text(round_mode) if round_mode is not None else ""
+        return (narrow_reference(x, as_text(to), int(saturate or 0), mode or "up"),)
 
 
 def _register_schema() -> None:

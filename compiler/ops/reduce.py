@@ -60,10 +60,11 @@ def infer_topk(ctx: InferContext) -> list[TensorType]:
     axis = ctx.axis(int(ctx.attr("axis", -1)), len(x))
     k = ctx.attr("k") if ctx.opset < 10 else ctx.ints(1)
     kd: Dim = (k if isinstance(k, int) else k[0]) if k is not None else f"{ctx.node.outputs[0].name}_k"
-    if not isinstance(kd, str) and (int(kd) < 0 or (isinstance(x[axis], int) and int(kd) > x[axis])):
+    size = x[axis]
+    if not isinstance(kd, str) and (int(kd) < 0 or (isinstance(size, int) and int(kd) > size)):
         # ONNX TopK: "K ... must be a positive value (<= the size of the axis)"
         raise ctx.fail(f"K = {int(kd)} is {'negative' if kd < 0 else 'larger than'} axis {axis} of size "
-                       f"{x[axis]} (TopK needs 0 <= K <= the axis size)", attribute="k" if ctx.opset < 10 else None)
+                       f"{size} (TopK needs 0 <= K <= the axis size)", attribute="k" if ctx.opset < 10 else None)
     out = list(x)
     out[axis] = kd
     return [ctx.type(0).with_shape(out), TensorType(TensorProto.INT64, tuple(out))]

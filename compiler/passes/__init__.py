@@ -90,7 +90,7 @@ def unavailable_passes() -> dict[str, str]:
 
 
 def list_passes() -> list[dict[str, Any]]:
-    """Every registered pass: ``[{"name", "doc", "options": [{"name", "type", "default", "doc"}]}]``.
+    """Every registered pass: ``[{"name", "doc", "options": [{"name", "type", "default", "doc", "allowed"}]}]``.
 
     ``doc`` is the pass module's docstring (what it rewrites, what it leaves alone, and why).
     """
@@ -103,8 +103,7 @@ def list_passes() -> list[dict[str, Any]]:
             "name": name,
             "doc": doc,
             "level": cls.level,
-            "options": [{"name": o.name, "type": o.type.__name__, "default": o.default, "doc": o.doc}
-                        for o in cls.options],
+            "options": [o.describe() for o in cls.options],
         })
     return out
 

@@ -85,15 +85,27 @@ class ModelPassResult(PassResult):
 
 @dataclass(frozen=True)
 class Option:
-    """A typed pass option. ``type`` is ``int``, ``float``, ``bool`` or ``str``."""
+    """A typed pass option, declared once on the pass and checked when the pipeline text is parsed
+    (the CLI, ``POST /api/pipelines/validate`` and submit all parse it, so a bad value is refused
+    before any work, never on the worker).
+
+    ``type`` is ``int``, ``float``, ``bool`` or ``str``. The allowed values, where not every value of
+    the type is: ``choices`` (the only values accepted), ``minimum`` / ``maximum`` (inclusive bounds
+    for ``int`` / ``float``), ``power_of_two`` (an ``int`` that is 1, 2, 4, ...).
+    """
 
     name: str
     type: type
     default: Any
     doc: str
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    power_of_two: bool = False
 
     def parse(self, text: str) -> Any:
-        """Parse the option's text form; raises ValueError naming the option on bad text."""
+        """The typed value of the option's text form; raises ValueError naming the option, the value
+        given and the values allowed (``option 'dtype' = int4 is not one of: int8, bf16, fp16``)."""
         try:
             if self.type is bool:
                 if text.lower() in ("true", "1"):
@@ -101,16 +113,48 @@ class Option:
                 if text.lower() in ("false", "0"):
                     return False
                 raise ValueError(text)
-            return self.type(text)
+            value = self.type(text)
         except ValueError:
             raise ValueError(
                 f"option {self.name!r} expects {self.type.__name__}, got {text!r}"
             ) from None
+        self.check(value)
+        return value
+
+    def allowed(self) -> str:
+        """The allowed values in words (``int8, bf16, fp16``; ``at least 1``; ``any int``)."""
+        if self.choices:
+            return ", ".join(self.format(c) for c in self.choices)
+        words = []
+        if self.minimum is not None:
+            words.append(f"at least {self.format(self.minimum)}")
+        if self.maximum is not None:
+            words.append(f"at most {self.format(self.maximum)}")
+        if self.power_of_two:
+            words.append("a power of two")
+        return " and ".join(words) or f"any {self.type.__name__}"
+
+    def check(self, value: Any) -> None:
+        """Raise ValueError naming the option, ``value`` and :meth:`allowed` when ``value`` is not allowed."""
+        bad = bool(self.choices) and value not in self.choices
+        bad |= self.minimum is not None and value < self.minimum
+        bad |= self.maximum is not None and value > self.maximum
+        bad |= self.power_of_two and (value <= 0 or value & (value - 1) != 0)
+        if bad:
+            how = "is not one of:" if self.choices else "must be"
+            raise ValueError(f"option {self.name!r} = {self.format(value)} {how} {self.allowed()}")
 
     def format(self, value: Any) -> str:
         if self.type is bool:
             return "true" if value else "false"
+        if self.type is int and isinstance(value, float) and value.is_integer():
+            return str(int(value))
         return str(value)
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name", "type", "default", "doc", "allowed"}`` for listings (``compiler passes``, the API)."""
+        return {"name": self.name, "type": self.type.__name__, "default": self.default, "doc": self.doc,
+                "allowed": self.allowed()}
 
 
 @dataclass
@@ -176,6 +220,10 @@ class PassBase:
             if key not in known:
                 valid = ", ".join(known) or "none"
                 raise ValueError(f"unknown option {key!r} for pass {self.name!r} (valid: {valid})")
+            try:
+                known[key].check(opts[key])
+            except ValueError as exc:
+                raise ValueError(f"pass {self.name!r}: {exc}") from None
         self.opts: dict[str, Any] = {o.name: opts.get(o.name, o.default) for o in self.options}
 
     def remark(self, kind: str, message: str, nodes: list[str] | None = None, **data: Any) -> Remark:

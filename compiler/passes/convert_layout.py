@@ -124,7 +124,7 @@ def _blocked(shape: tuple[int, ...], b: int) -> tuple[int, ...]:
 @register
 class ConvertLayout(Pass):
     name = "convert-layout"
-    options = (Option("block", int, 0, "channels per block; 0: the target's f32 vector width"),)
+    options = (Option("block", int, 0, "channels per block; 0: the target's f32 vector width", minimum=0),)
     before = ("fuse-ops",)
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:

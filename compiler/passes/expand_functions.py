@@ -36,7 +36,7 @@ class ExpandFunctions(ModelPass):
     """Expand function ops without a lowering into their schema bodies (see module docstring)."""
 
     name = "expand-functions"
-    options = (Option("max-rounds", int, 6, "expansion rounds at most (a body may hold function ops)"),)
+    options = (Option("max-rounds", int, 6, "expansion rounds at most (a body may hold function ops)", minimum=1),)
 
     def run(self, model: ModelProto, ctx: PassContext) -> ModelPassResult:
         decisions: list[dict[str, Any]] = []

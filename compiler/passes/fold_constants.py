@@ -128,7 +128,7 @@ class FoldConstants(Pass):
     name = "fold-constants"
     options = (
         Option("max-bytes", int, 512 * 1024 * 1024,
-               "largest total size in bytes of a node's folded outputs; larger ones are left"),
+               "largest total size in bytes of a node's folded outputs; larger ones are left", minimum=0),
     )
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:

@@ -1,5 +1,9 @@
 """``fold-qdq``: turn ``DequantizeLinear -> op -> QuantizeLinear`` into one integer op.
 
+First, an elementwise chain between two quantized tensors (``DQ -> Sigmoid -> Q``, YOLO's SiLU, HardSwish,
+LeakyRelu ... any chain of elementwise ops of one 8-bit value) becomes ``prism.QLinearLookup`` with a
+256-entry table evaluated at compile time by ``onnx.reference`` (``compiler.quant.lookup``).
+
 A model in QDQ form (as ``onnxruntime.quantization.quantize_static`` writes it) computes every
 quantized layer as: dequantize the int8 inputs, run the float op, quantize the result. This pass
 rewrites each such neighbourhood into the integer op with the requantization in its epilogue

@@ -93,7 +93,8 @@ def match(graph: Graph, m1: Node) -> dict | None:
     x = m1.input(0)
     if x is None or x.type is None or not x.type.is_static or x.type.short != "f32":
         return None
-    rank = x.type.rank
+    dims = [int(d) for d in x.type.shape or ()]  # static (checked above): a shape of ints
+    rank = len(dims)
     axes = _axes(m1)
     subs = [c for c in m1.outputs[0].consumers() if c.op_type == "Sub" and c.input(0) is x and c.input(1) is m1.outputs[0]]
     if axes is None or not subs:
@@ -146,7 +147,7 @@ def match(graph: Graph, m1: Node) -> dict | None:
         chain.append(hit[0])
         y = hit[1]
     return {"nodes": chain, "axis": axis - rank, "epsilon": eps, "mean": m1.name, "normalized": div.name,
-            "n": int(np.prod([x.type.shape[a] for a in norm_axes]))}  # type: ignore[index]
+            "n": int(np.prod([dims[a] for a in norm_axes]))}
 
 
 @register

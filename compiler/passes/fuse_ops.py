@@ -141,7 +141,7 @@ class FuseOps(Pass):
 
     name = "fuse-ops"
     options = (
-        Option("max-group-size", int, 32, "largest number of nodes in one fused group"),
+        Option("max-group-size", int, 32, "largest number of nodes in one fused group", minimum=1),
     )
 
     def run(self, graph: Graph, ctx: PassContext) -> FusionResult:

@@ -118,7 +118,7 @@ class FuseSiblings(Pass):
     name = "fuse-siblings"
     options = (
         Option("conv", bool, False, "also merge Conv siblings (their slices are copies: see the pass doc)"),
-        Option("min-siblings", int, 2, "merge sets of at least this many siblings"),
+        Option("min-siblings", int, 2, "merge sets of at least this many siblings", minimum=2),
     )
     before = ("fuse-ops",)
 

@@ -28,9 +28,9 @@ class InlineControlFlow(ModelPass):
 
     name = "inline-control-flow"
     options = (
-        Option("max-rounds", int, 8, "inlining rounds at most (each may expose nested control flow)"),
+        Option("max-rounds", int, 8, "inlining rounds at most (each may expose nested control flow)", minimum=1),
         Option("max-trip-count", int, MAX_UNROLL_STEPS, "a Loop or Scan with more steps is not unrolled: the "
-               "runtime runs it (compiler.driver.control)"),
+               "runtime runs it (compiler.driver.control)", minimum=0),
     )
 
     def run(self, model: ModelProto, ctx: PassContext) -> ModelPassResult:

@@ -52,7 +52,8 @@ PRESETS: dict[str, str] = {k: ",".join(x for x in (ONNX_PASSES, v) if x) for k, 
 
 FIXED_POINT = "fixed-point"
 #: the ``fixed-point`` group's options
-GROUP_OPTIONS = (Option("max-iterations", int, 8, "rounds at most; a round that changes nothing ends it sooner"),)
+GROUP_OPTIONS = (Option("max-iterations", int, 8, "rounds at most; a round that changes nothing ends it sooner",
+                        minimum=1),)
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -220,9 +221,7 @@ def _parse_group(item: str, whole: str) -> PassGroup:
     if len({m.level for m in members}) > 1:
         raise CompileError("request", f"pipeline entry {item.strip()!r}: a {FIXED_POINT} group holds passes of one "
                            "level (all onnx-level or all graph-level)")
-    rounds = int(opts.get("max-iterations", GROUP_OPTIONS[0].default))
-    if rounds < 1:
-        raise CompileError("request", f"{FIXED_POINT}: option 'max-iterations' must be at least 1, got {rounds}")
+    rounds = int(opts.get("max-iterations", GROUP_OPTIONS[0].default))  # at least 1 (GROUP_OPTIONS)
     return PassGroup(tuple(members), rounds)
 
 

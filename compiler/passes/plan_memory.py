@@ -161,13 +161,11 @@ class PlanMemory(Pass):
 
     name = "plan-memory"
     options = (
-        Option("alignment", int, 64, "byte alignment of every buffer offset (a power of two)"),
+        Option("alignment", int, 64, "byte alignment of every buffer offset (a power of two)", power_of_two=True),
     )
 
     def run(self, graph: Graph, ctx: PassContext) -> MemoryPlanResult:
-        alignment = int(self.opts["alignment"])
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise ValueError(f"option 'alignment' must be a power of two, got {alignment}")
+        alignment = int(self.opts["alignment"])  # a power of two (checked by Option)
         intervals, dynamic = liveness(graph)
         plan = place(intervals, alignment)
         plan.schedule = [n.label for n in graph.nodes]

@@ -10,7 +10,9 @@ Rewrites, in order:
    GlobalAveragePool; data movement after a quantized tensor: ``compiler.quant.insert``) not named in
    ``exclude`` gets QuantizeLinear/DequantizeLinear pairs on its activations (ranges by ``calibration``:
    minmax, percentile, entropy) and its weight quantized to int8 (per output channel with
-   ``per-channel``), as ONNX Runtime's ``quantize_static`` writes the QDQ form;
+   ``per-channel``; in 7 bits, [-64, 64], with ``reduce-range``, which ``auto`` turns on for targets with
+   AVX2 and no AVX-512 VNNI, whose u8 x s8 step is exact only then: ``compiler.quant.pack.pairs_fit_i16``),
+   as ONNX Runtime's ``quantize_static`` writes the QDQ form;
 3. the QDQ form is folded into integer ops (``fold-qdq``'s rewrites, ``compiler.quant.fold``); weights of
    layers left in float are dequantized back at compile time.
 The accuracy of the plan is measured against the FP32 model on the calibration inputs (per quantized
@@ -38,7 +40,9 @@ import difflib
 
 from ..errors import CompileError
 from ..ir import Graph
-from ..quant import calibrate, fold, insert
+from ..quant import calibrate, fold, insert, reduced
+from ..quant.session import QuantSession
+from ..targets import get_target
 from .base import Option, Pass, PassContext, PassResult, Remark, register
 
 METHODS = ("minmax", "percentile", "entropy")
@@ -52,27 +56,25 @@ class Quantize(Pass):
     name = "quantize"
     before = ("fuse-ops", "plan-memory")
     options = (
-        Option("dtype", str, "int8", "the reduced precision: int8, bf16 or fp16 (compiler.quant.reduced)"),
-        Option("calibration", str, "minmax", "activation range method: minmax, percentile or entropy"),
-        Option("percentile", float, 99.99, "the percentile of |x| kept by calibration=percentile"),
+        Option("dtype", str, "int8", "the reduced precision: int8, bf16 or fp16 (compiler.quant.reduced)", choices=DTYPES),
+        Option("calibration", str, "minmax", "activation range method: minmax, percentile or entropy", choices=METHODS),
+        Option("percentile", float, 99.99, "the percentile of |x| kept by calibration=percentile", minimum=0.0,
+               maximum=100.0),
         Option("per-channel", bool, True, "weights quantized per output channel (else per tensor)"),
-        Option("activation", str, "u8", "activation type: u8 (asymmetric uint8) or s8 (asymmetric int8)"),
+        Option("activation", str, "u8", "activation type: u8 (asymmetric uint8) or s8 (asymmetric int8)",
+               choices=("u8", "s8")),
         Option("exclude", str, "", "node names left in FP32, separated by ';'"),
+        Option("reduce-range", str, "auto", "weights in 7 bits, [-64, 64] (ONNX Runtime's reduce_range): true, false, "
+               "or auto: true where the target has AVX2 but no AVX-512 VNNI (its u8 x s8 step, vpmaddubsw, sums "
+               "byte pairs in saturating int16, exact only for such weights)", choices=("auto", "true", "false")),
         Option("fallback", bool, False, "return the worst-SQNR layers to FP32 one by one until the criterion holds"),
         Option("min-sqnr", float, 20.0, "criterion: every output's SQNR against FP32 at least this (dB)"),
-        Option("min-top1", float, 0.99, "criterion: top-1 agreement with FP32 at least this, for class scores"),
+        Option("min-top1", float, 0.99, "criterion: top-1 agreement with FP32 at least this, for class scores",
+               minimum=0.0, maximum=1.0),
     )
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         o = self.opts
-        if o["dtype"] not in DTYPES:
-            raise CompileError("request", f"quantize: dtype={o['dtype']} is not supported (supported: "
-                               f"{', '.join(DTYPES)})", pass_name=self.name)
-        if o["calibration"] not in METHODS:
-            raise CompileError("request", f"quantize: calibration={o['calibration']} is not one of "
-                               f"{', '.join(METHODS)}", pass_name=self.name)
-        if o["activation"] not in ("u8", "s8"):
-            raise CompileError("request", f"quantize: activation={o['activation']} is not u8 or s8", pass_name=self.name)
         if any(n.op_type == "FusedGroup" for n in graph.nodes):
             raise CompileError("passes", "quantize must run before fuse-ops (the graph is already fused)",
                                pass_name=self.name)
@@ -91,12 +93,13 @@ class Quantize(Pass):
         samples = len(calibrate.samples_of(data))
         if o["dtype"] != "int8":
             return self._reduced(graph, ctx, data, exclude, remarks, samples, raw is None)
-        from ..quant.session import QuantSession
 
-        qs = QuantSession(graph, data, o)
+        qmax, why = self._weight_qmax(ctx)
+        remarks.append(self.remark("analysis", why, [], weight_qmax=qmax))
+        qs = QuantSession(graph, data, o, qmax)
         report, final = qs.search(exclude, remarks, self)
         plan = qs.plan(final)
-        dq_names = insert.insert_qdq(graph, plan, qs.params, bool(o["per-channel"]))
+        dq_names = insert.insert_qdq(graph, plan, qs.params, bool(o["per-channel"]), qmax)
         result = fold.fold_graph(graph)
         consts = insert.fold_constant_dq(graph)
         for kind, msg, nodes, data_ in result.remarks:
@@ -116,8 +119,6 @@ class Quantize(Pass):
     def _reduced(self, graph: Graph, ctx: PassContext, data: dict, exclude: set[str], remarks: list[Remark],
                  samples: int, random: bool) -> PassResult:
         """dtype=bf16/fp16 (``compiler.quant.reduced``): the same search and report, no integer ops."""
-        from ..quant import reduced
-
         qs = reduced.ReducedSession(graph, data, self.opts)
         report, final = qs.search(exclude, remarks, self)
         layers = qs.plan(final)
@@ -131,6 +132,20 @@ class Quantize(Pass):
             f"{len(final)} layers in FP32); criterion {'passed' if report['passed'] else 'FAILED: ' + '; '.join(report['reasons'])}",
             [], layers=len(layers), fp32_layers=sorted(final), passed=report["passed"]))
         return PassResult(bool(layers), remarks, {"reduced_layers": len(layers), "fp32_layers": len(final)})
+
+    def _weight_qmax(self, ctx: PassContext) -> tuple[int, str]:
+        """The weights' range [-qmax, qmax] by ``reduce-range`` and the target, and the remark saying why."""
+        rr = str(self.opts["reduce-range"]).lower()  # auto, true or false (Option choices)
+        feats = set(get_target(ctx.target).features.split(","))
+        avx2_only = "+avx2" in feats and not {"+avx512vnni", "+avx512f"} <= feats
+        if rr == "true" or (rr == "auto" and avx2_only):
+            why = "reduce-range=true" if rr == "true" else (
+                f"reduce-range=auto: target {ctx.target} has AVX2 but no AVX-512 VNNI, so its u8 x s8 kernels use "
+                "vpmaddubsw, whose int16 pair sums are exact only for 7-bit weights")
+            return insert.REDUCED_QMAX, f"weights quantized to 7 bits, [-64, 64] ({why}; ONNX Runtime's reduce_range)"
+        why = "reduce-range=false" if rr == "false" else f"reduce-range=auto: target {ctx.target} " + (
+            "has AVX-512 VNNI (vpdpbusd sums in int32)" if "+avx2" in feats else "has no AVX2 u8 x s8 step")
+        return insert.WEIGHT_QMAX, f"weights quantized to 8 bits, [-127, 127] ({why})"
 
     def _exclude(self, graph: Graph) -> set[str]:
         names = [x.strip() for x in str(self.opts["exclude"]).split(";") if x.strip()]

@@ -21,13 +21,15 @@ import numpy as np
 
 
 def sqnr_db(x: np.ndarray, y: np.ndarray) -> float:
-    """``20 log10(||x|| / ||x - y||)`` in dB (float64 norms); ``inf`` when ``x == y``, ``-inf`` when ``x == 0``."""
+    """``20 log10(||x|| / ||x - y||)`` in dB (float64 norms); ``inf`` when ``x == y``, ``-inf`` when ``x == 0``
+    or when ``y`` is not finite where ``x`` is (a float16 overflow: no signal is left)."""
     x64, y64 = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
-    noise = float(np.linalg.norm(x64 - y64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        noise = float(np.linalg.norm(x64 - y64))
     signal = float(np.linalg.norm(x64))
     if noise == 0.0:
         return math.inf
-    if signal == 0.0:
+    if signal == 0.0 or not math.isfinite(noise) or signal / noise == 0.0:
         return -math.inf
     return 20.0 * math.log10(signal / noise)
 
@@ -50,13 +52,25 @@ def compare(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     class scores, computed per sample along the leading axis)."""
     x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)
     err = np.abs(x64 - y64)
-    out: dict[str, Any] = {"sqnr_db": _num(sqnr_db(x64, y64)), "max_abs_error": float(err.max(initial=0.0)),
-                           "max_rel_error": float((err / np.maximum(np.abs(x64), 1e-6)).max(initial=0.0))}
+    with np.errstate(invalid="ignore"):
+        rel = float((err / np.maximum(np.abs(x64), 1e-6)).max(initial=0.0))
+    out: dict[str, Any] = {"sqnr_db": _num(sqnr_db(x64, y64)), "max_abs_error": finite(float(err.max(initial=0.0))),
+                           "max_rel_error": finite(rel)}
     if x64.ndim >= 3 and class_scores(tuple(x64.shape[1:])):
         out["top1"] = topk_agreement(x64, y64, 1)
         if x64.reshape(x64.shape[0], -1).shape[1] >= 5:
             out["top5"] = topk_agreement(x64, y64, 5)
     return out
+
+
+def finite(v: float) -> float | None:
+    """``v``, or None (JSON null) for an error that is inf or NaN (an overflowed reduced-precision tensor)."""
+    return v if math.isfinite(v) else None
+
+
+def fmt_error(v: float | None) -> str:
+    """An error for a remark: ``3.2e-05``, or "not finite" for the None of :func:`finite`."""
+    return "not finite" if v is None else f"{v:.3g}"
 
 
 def _num(v: float) -> float | None:

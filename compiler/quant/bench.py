@@ -21,14 +21,19 @@ import math
 import time
 from typing import Any
 
+import onnx
+
+import compiler
+
+from .. import samples
+from . import models
+from .images import calibration_images
+
 INT8_MODELS = ["light_resnet50", "yolov8n", "ppocr_v4_det", "encoder", "dwcnn"]
 NORMALIZE = {"light_resnet50": "imagenet", "yolov8n": "unit", "ppocr_v4_det": "imagenet", "dwcnn": "imagenet"}
 
 
 def _model(name: str) -> tuple[Any, dict[str, list[int]]]:
-    from .. import samples
-    from . import models
-
     if name == "encoder":
         return models.encoder(), {}
     if name == "dwcnn":
@@ -39,10 +44,6 @@ def _model(name: str) -> tuple[Any, dict[str, list[int]]]:
 
 def calibration_for(name: str, model: Any, shapes: dict[str, list[int]], count: int) -> dict[str, Any] | None:
     """Calibration inputs for ``name``: images for image models, None (seeded random) otherwise."""
-    import onnx
-
-    from .images import calibration_images
-
     if name not in NORMALIZE:
         return None
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
@@ -56,16 +57,15 @@ def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = 
                dtype: str = "int8", compare_fp32: bool = True, threads: int = 1) -> dict[str, Any]:
     """Quantize (``dtype``: int8, bf16 or fp16), compile, verify and time one model; its row (see the module
     docstring; bf16/fp16 rows have no ONNX Runtime INT8 figures). ``compare_fp32`` also compiles and times
-    the FP32 model with Prism: ``prism_fp32_ms`` and ``slower_layers`` (:func:`slower_layers`). ``threads``:
+    the FP32 model with Prism (the compilation's ``compare_fp32``): ``prism_fp32_ms`` and ``slower_layers``
+    (:func:`slower_layers`). ``threads``:
     Prism's and ONNX Runtime's (the targets are at one thread)."""
-    import compiler
-
     model, shapes = _model(name)
     cal = calibration_for(name, model, shapes, samples)
     pipeline = f"O2,quantize{{dtype={dtype}" + (f" {options}" if options else "") + "}"
     t0 = time.perf_counter()
     r = compiler.compile(model, target=target, pipeline=pipeline, input_shapes=shapes or None, calibration_data=cal,
-                         threads=threads)
+                         threads=threads, compare_fp32=compare_fp32)
     row: dict[str, Any] = {"model": name, "dtype": dtype, "ok": r.ok, "error": r.error, "wall_s": round(time.perf_counter() - t0, 1),
                            "calibration": "images" if cal is not None else "random"}
     if not r.ok:
@@ -81,38 +81,19 @@ def bench_int8(name: str, *, samples: int = 8, options: str = "", target: str = 
                ratio_fp32=t.get("ratio"), ratio_int8=t.get("ratio_int8"), sqnr_db=min(sq) if sq else None,
                top1=min(top1) if top1 else None, criterion=(a.get("criterion") or {}).get("passed"),
                verified=v.get("passed"), fp32_layers=sum(1 for x in a.get("layers", []) if x["precision"] == "fp32"))
-    if compare_fp32:  # Prism's own FP32 compilation of the same model, kernel by kernel
-        f = compiler.compile(model, target=target, pipeline="O2", input_shapes=shapes or None, verify=False,
-                             threads=threads)
-        if f.ok:
-            ft = (f.of_type("model.timed") or [{}])[-1]
-            row["prism_fp32_ms"] = ft.get("prism_ms")
-            row["slower_layers"] = slower_layers(r, f, [x["node"] for x in a.get("layers", [])
-                                                        if x["precision"] != "fp32"])
+    if compare_fp32:  # Prism's own FP32 compilation, timed in the same compile (compiler.driver.fp32)
+        row["prism_fp32_ms"] = t.get("prism_fp32_ms")
+        row["slower_layers"] = slower_layers(r)
     return row
 
 
-def layer_kernel_us(r: Any) -> dict[str, tuple[str, float]]:
-    """``{node name: (kernel, median µs)}`` of a compilation: each node of ``graph.fused`` with the measured
-    time of the kernel of its group."""
-    fused = (r.of_type("graph.fused") or [{}])[-1]
-    timed = {k["kernel"]: float(k["median_us"]) for k in r.of_type("kernel.timed")}
-    kernel = {g["id"]: g["kernel"] for g in fused.get("groups", [])}
-    out: dict[str, tuple[str, float]] = {}
-    for n in fused.get("nodes", []):
-        k = kernel.get(n.get("group"))
-        if k is not None and k in timed:
-            out[n["name"]] = (k, timed[k])
-    return out
-
-
-def slower_layers(quant: Any, fp32: Any, layers: list[str]) -> list[dict[str, Any]]:
-    """The quantized layers whose kernel in ``quant`` took longer than the kernel computing the same node in
-    Prism's FP32 compilation ``fp32`` (same run of the bench, each kernel's median): ``[{node, kernel,
-    us, fp32_kernel, fp32_us}]``, slowest ratio first."""
-    q, f = layer_kernel_us(quant), layer_kernel_us(fp32)
-    rows = [{"node": n, "kernel": q[n][0], "us": q[n][1], "fp32_kernel": f[n][0], "fp32_us": f[n][1]}
-            for n in layers if n in q and n in f and q[n][1] > f[n][1]]
+def slower_layers(r: Any) -> list[dict[str, Any]]:
+    """The quantized kernels of compilation ``r`` slower than Prism FP32's kernels for the same layers (their
+    ``kernel.timed`` remarks, ``compiler.driver.fp32``): ``[{node, kernel, us, fp32_kernel, fp32_us}]``
+    (node / fp32_kernel: the names joined by ", "), slowest ratio first."""
+    rows = [{"node": ", ".join(x["nodes"]), "kernel": e["kernel"], "us": x["data"]["us"],
+             "fp32_kernel": ", ".join(x["data"]["fp32_kernels"]), "fp32_us": x["data"]["fp32_us"]}
+            for e in r.of_type("kernel.timed") for x in e.get("remarks", []) if x.get("pass") == "quantize"]
     return sorted(rows, key=lambda x: -x["us"] / max(x["fp32_us"], 1e-9))
 
 

@@ -30,6 +30,7 @@ import onnx
 
 from ..errors import CompileError
 from ..ir import Graph
+from ..passes.check import ort_form
 
 BINS = 2048
 RANDOM_SAMPLES = 8
@@ -97,7 +98,6 @@ def run_fp32(model: Any, tensors: list[str], data: Mapping[str, np.ndarray]):  #
     added as graph outputs, optimizations off."""
     import onnxruntime as ort  # deferred: loads ORT's shared library, needed only when calibrating
 
-    from ..passes.check import ort_form
 
     m = onnx.ModelProto()
     m.CopyFrom(model)

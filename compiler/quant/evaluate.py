@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .accuracy import compare, criterion
+from .accuracy import compare, criterion, finite
 from .calibrate import run_fp32
 
 
@@ -46,7 +46,7 @@ def evaluate(fp32: Any, qdq: Any, layers: list[tuple[str, str, str]], outputs: l
     rows = []
     for node, t, d in layers:
         ins = [_db(*acc[p][:2]) for p in (inputs or {}).get(node, [])]
-        rows.append({"node": node, "sqnr_db": _db(*acc[(t, d)][:2]), "max_abs_error": acc[(t, d)][2],
+        rows.append({"node": node, "sqnr_db": _db(*acc[(t, d)][:2]), "max_abs_error": finite(acc[(t, d)][2]),
                      "input_sqnr_db": min(ins) if ins else None})
     outs = {o: compare(np.stack(xs[o]), np.stack(ys[o])) for o in outputs}
     passed, reasons = criterion(outs, min_sqnr_db, min_top1)
@@ -54,4 +54,10 @@ def evaluate(fp32: Any, qdq: Any, layers: list[tuple[str, str, str]], outputs: l
 
 
 def _db(sig: float, noise: float) -> float:
-    return 999.0 if noise == 0 else (-999.0 if sig == 0 else round(10 * math.log10(sig / noise), 3))
+    """``10 log10(sig / noise)`` (energies); 999 for no noise, -999 for no signal or a noise that is not finite
+    (the quantized tensor overflowed: float16's range is +-65504)."""
+    if noise == 0:
+        return 999.0
+    if sig == 0 or not math.isfinite(noise) or sig / noise == 0:
+        return -999.0
+    return round(10 * math.log10(sig / noise), 3)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Graph, Node, Value
+from .lookup import tabulate
 from .qdq import QParams, dequantized, only_consumer, qrange, quantized_by
 
 MS = "com.microsoft"
@@ -46,6 +47,12 @@ def fold_graph(graph: Graph) -> FoldResult:
             res.missed += 1
             res.remarks.append(("missed", f"not folded: {node.label} ({node.op_type}) has a scale or zero point that "
                                 "is not a constant; it stays in float", [node.label], {}))
+    for t in tabulate(graph):  # before the binary folds: YOLO's SiLU Mul is part of a chain
+        res.folded += 1
+        res.by_op["QLinearLookup"] += 1
+        res.remarks.append(("applied", f"tabulated {' -> '.join(t.chain)} of %{t.source} into {t.node} "
+                            f"(prism.QLinearLookup: a 256-entry {t.dtype} table evaluated by onnx.reference)",
+                            [t.node], {"op": "QLinearLookup", "chain": t.chain}))
     for node in list(graph.nodes):
         if node.graph is not graph or node.domain:
             continue
@@ -94,9 +101,10 @@ def _output_q(graph: Graph, node: Node) -> tuple[list[Node], Node, QParams, tupl
     if nxt is not None and nxt.op_type in ("Relu", "Clip") and not nxt.domain:
         if nxt.op_type == "Clip":
             lo, hi = (nxt.input(k) for k in (1, 2))
-            if (lo is not None and lo.const is None) or (hi is not None and hi.const is None):
+            lo_c, hi_c = (None if b is None else b.const for b in (lo, hi))
+            if (lo is not None and lo_c is None) or (hi is not None and hi_c is None):
                 raise _Refuse(f"{nxt.label} (Clip) has bounds that are not constants")
-            act = ("clip", (None if lo is None else float(lo.const), None if hi is None else float(hi.const)))
+            act = ("clip", (None if lo_c is None else float(lo_c), None if hi_c is None else float(hi_c)))
         else:
             act = ("relu", None)
         between = [nxt]
@@ -143,7 +151,7 @@ def _fold_anchor(graph: Graph, node: Node) -> tuple[Node, str]:
     if op in ("Conv", "Gemm") and w.const is None:
         raise _Refuse("its weight is not a constant")
     if not wp.per_tensor:
-        want = {"Conv": 0, "MatMul": (w.type.rank or 2) - 1, "Gemm": 0 if node.attr("transB", 0) else 1}[op]
+        want = {"Conv": 0, "MatMul": ((w.type.rank if w.type is not None else None) or 2) - 1, "Gemm": 0 if node.attr("transB", 0) else 1}[op]
         if wp.axis != want or w.const is None:
             raise _Refuse(f"its weight is quantized along axis {wp.axis}; integer {ANCHORS[op]} takes axis {want} "
                           "(output channels) of a constant weight")
@@ -162,7 +170,7 @@ def _fold_anchor(graph: Graph, node: Node) -> tuple[Node, str]:
     y = q.outputs[0]
     _unlink(graph, [q, *between, node])
     if op == "Conv":
-        ins: list[Value | None] = [x, xs, xz, w, ws, wz, ys, yz] + ([bias] if bias is not None else [])
+        ins: list[Value] = [x, xs, xz, w, ws, wz, ys, yz] + ([bias] if bias is not None else [])
         new = graph.add_node("QLinearConv", ins, [y], dict(node.attrs), name=node.name or None, before=None)
     elif op == "MatMul":
         new = graph.add_node("QLinearMatMul", [x, xs, xz, w, ws, wz, ys, yz], [y], {}, name=node.name or None)

@@ -11,7 +11,8 @@ Graph outputs stay float32 (the last layer's result is dequantized by it).
 Parameters: activations asymmetric (``u8``: ``scale = (hi - lo) / 255``, ``zero_point = round(-lo /
 scale)``; ``s8`` the same shifted by -128) from the calibrated range, which includes 0; weights symmetric
 int8 per output channel (``per-channel``) or per tensor, ``scale = max|w| / 127``, values rounded half to
-even and clipped to [-127, 127] (ONNX Runtime's symmetric weight scheme); biases are quantized by
+even and clipped to [-127, 127] (ONNX Runtime's symmetric weight scheme; with ``weight_qmax=64``, ORT's
+``reduce_range``: 7 bits, ``scale = max|w| / 64``, clipped to [-64, 64]); biases are quantized by
 ``fold`` to int32 at ``x_scale * w_scale``.
 """
 
@@ -123,16 +124,21 @@ def activation_params(lo: float, hi: float, dtype: str) -> tuple[np.ndarray, np.
     return np.array(scale, np.float32), np.array(zp, np.uint8 if dtype == "u8" else np.int8)
 
 
-def weight_params(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """``(int8 weights, float32 scales)``: symmetric, per ``axis`` (None: per tensor)."""
+WEIGHT_QMAX = 127  # symmetric int8: [-127, 127]
+REDUCED_QMAX = 64  # ONNX Runtime's reduce_range for int8 weights: [-64, 64] (onnxruntime.quantization.quant_utils)
+
+
+def weight_params(w: np.ndarray, axis: int | None, qmax: int = WEIGHT_QMAX) -> tuple[np.ndarray, np.ndarray]:
+    """``(int8 weights, float32 scales)``: symmetric, per ``axis`` (None: per tensor), values in
+    [-qmax, qmax] (127, or 64 for ORT's ``reduce_range``)."""
     w = np.asarray(w, np.float32)
     if axis is None:
         amax = np.array(np.abs(w).max(initial=0.0), np.float32)
     else:
         amax = np.abs(np.moveaxis(w, axis, 0)).reshape(w.shape[axis], -1).max(axis=1).astype(np.float32)
-    scale = np.where(amax > 0, amax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1.0)).astype(np.float32)
     shaped = scale if axis is None else scale.reshape([-1 if k == axis else 1 for k in range(w.ndim)])
-    q = np.clip(np.rint(w / shaped), -127, 127).astype(np.int8)
+    q = np.clip(np.rint(w / shaped), -qmax, qmax).astype(np.int8)
     return q, scale
 
 
@@ -152,9 +158,9 @@ def _qdq(graph: Graph, v: Value, scale: np.ndarray, zp: np.ndarray, axis: int | 
 
 
 def insert_qdq(graph: Graph, plan: Plan, params: dict[str, tuple[np.ndarray, np.ndarray]],
-               per_channel: bool) -> dict[str, str]:
-    """Insert the Q/DQ pairs of ``plan`` into ``graph`` in place (``params``: {tensor: (scale, zp)}).
-    Returns ``{tensor: its DequantizeLinear output}``."""
+               per_channel: bool, weight_qmax: int = WEIGHT_QMAX) -> dict[str, str]:
+    """Insert the Q/DQ pairs of ``plan`` into ``graph`` in place (``params``: {tensor: (scale, zp)}; weights
+    in [-weight_qmax, weight_qmax]: :func:`weight_params`). Returns ``{tensor: its DequantizeLinear output}``."""
     values = {v.name: v for v in graph.values()}
     dequantized: dict[str, str] = {}
     for t in plan.tensors + list(plan.follow):
@@ -176,7 +182,7 @@ def insert_qdq(graph: Graph, plan: Plan, params: dict[str, tuple[np.ndarray, np.
         axis = None
         if per_channel:
             axis = 0 if layer.op == "Conv" or (layer.op == "Gemm" and int(node.attr("transB", 0))) else 1
-        wq, ws = weight_params(w.const, axis)
+        wq, ws = weight_params(w.const, axis, weight_qmax)
         qv = graph.add_constant(graph.fresh_name(w.name + "_quantized"), wq)
         sv = graph.add_constant(graph.fresh_name(w.name + "_scale"), ws)
         zv = graph.add_constant(graph.fresh_name(w.name + "_zero_point"), np.zeros(ws.shape, np.int8))

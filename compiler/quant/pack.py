@@ -15,10 +15,30 @@ from __future__ import annotations
 
 import numpy as np
 
+I16_PAIR_LIMIT = 128  # 255 * 128 = 32640 <= 32767 and -255 * 128 = -32640 >= -32768; 129 leaves int16
 
-def choose_group(w: np.ndarray, vnni: bool) -> int:
-    """4 (vpdpbusd) when the target has VNNI and ``w`` (values ``w - w_zero_point``) fits int8, else 2."""
-    return 4 if vnni and int(w.min(initial=0)) >= -128 and int(w.max(initial=0)) <= 127 else 2
+
+def pairs_fit_i16(w: np.ndarray) -> bool:
+    """True when no pair of weights that ``vpmaddubsw`` sums in int16 can saturate it, whatever the
+    unsigned activation bytes (0..255): for every row and every byte pair (k = 2p, 2p + 1) of the
+    packed words, the positive weights sum to at most 128 and the negative ones to at least -128
+    (``w`` [M, K] int, values ``w - w_zero_point``). Holds for any 7-bit weights in [-64, 63]
+    (``quantize{reduce-range=true}``, ONNX Runtime's ``reduce_range``); full-range int8 weights
+    usually have a pair that fails, and those kernels keep the exact 16-bit ``pmaddwd`` step."""
+    m, k = w.shape
+    padded = np.zeros((m, k + (k % 2)), np.int64)
+    padded[:, :k] = w
+    pos, neg = np.maximum(padded, 0), np.minimum(padded, 0)
+    return bool((pos[:, 0::2] + pos[:, 1::2]).max(initial=0) <= I16_PAIR_LIMIT
+                and (neg[:, 0::2] + neg[:, 1::2]).min(initial=0) >= -I16_PAIR_LIMIT)
+
+
+def choose_group(w: np.ndarray, vnni: bool, avx2: bool = False) -> int:
+    """4 (u8 x s8 words: ``vpdpbusd``) when ``w`` (values ``w - w_zero_point``) fits int8 and the target has
+    VNNI, or has AVX2 and :func:`pairs_fit_i16` (``vpmaddubsw`` + ``vpmaddwd``, exact only then); else 2
+    (s16 x s16 words: ``pmaddwd``, exact for any int8 or uint8 weights)."""
+    fits8 = int(w.min(initial=0)) >= -128 and int(w.max(initial=0)) <= 127
+    return 4 if fits8 and (vnni or (avx2 and pairs_fit_i16(w))) else 2
 
 
 def pack_words(w: np.ndarray, group: int) -> np.ndarray:

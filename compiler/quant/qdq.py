@@ -61,7 +61,8 @@ def params(node: Node) -> QParams | str:
         out = node.outputs[0].type
         dt = out.short if out is not None else "u8"
     zp = np.zeros(scale.shape, np.int32) if z is None else np.asarray(z.const)
-    rank = node.input(0).type.rank if node.input(0) is not None and node.input(0).type is not None else None
+    x0 = node.input(0)
+    rank = x0.type.rank if x0 is not None and x0.type is not None else None
     axis = None
     if scale.size > 1:
         axis = int(node.attr("axis", 1))

@@ -30,6 +30,8 @@ from ..ir import Graph, Node, Value
 from ..ir.rewrite import set_constant
 from ..ops import infer_node
 from ..ops.infer import ShapeEnv
+from ..schedule.reduced import fast_path
+from .accuracy import fmt_error
 from .evaluate import evaluate
 from .session import QuantSession
 
@@ -175,7 +177,7 @@ class ReducedSession(QuantSession):
             r = by.get(lay.node, {})
             out.append(p.remark("applied", f"{lay.node} ({lay.op}) in {self.precision}: activation and weight rounded "
                                 f"to {FORMATS[self.precision]}, float32 accumulation; SQNR {r.get('sqnr_db', '?')} dB, "
-                                f"max abs error {r.get('max_abs_error', 0):.3g}", [lay.node],
+                                f"max abs error {fmt_error(r.get('max_abs_error', 0))}", [lay.node],
                                 sqnr_db=r.get("sqnr_db"), max_abs_error=r.get("max_abs_error")))
         out += [p.remark("analysis", f"{name} stays in FP32 (excluded)", [name]) for name in sorted(final)]
         return out
@@ -183,8 +185,6 @@ class ReducedSession(QuantSession):
 
 def path_remark(p: Any, dtype: str, target: str, nodes: list[str]) -> Any:
     """The remark saying how ``target`` runs the reduced layers (a warning where it lacks the instructions)."""
-    from ..schedule.reduced import fast_path
-
     how = fast_path(dtype, target)
     if how is not None:
         return p.remark("analysis", f"{dtype} layers on {target}: {how}", nodes, target=target, instructions=how)

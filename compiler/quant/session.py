@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import onnx.version_converter
 
 from ..export import export_model
+from ..frontend import import_model, specialize
 from ..ir import Graph
 from . import calibrate, insert
+from .accuracy import fmt_error
 from .evaluate import evaluate
 
 METHOD = ("QDQ model in ONNX Runtime with graph optimizations off (DequantizeLinear, float op, QuantizeLinear "
@@ -21,8 +24,9 @@ METHOD = ("QDQ model in ONNX Runtime with graph optimizations off (DequantizeLin
 class QuantSession:
     """Calibration of ``graph`` (the FP32 IR at the ``quantize`` pass) on ``data`` with pass options ``opts``."""
 
-    def __init__(self, graph: Graph, data: Mapping[str, np.ndarray], opts: dict[str, Any]) -> None:
-        self.opts, self.data = opts, data
+    def __init__(self, graph: Graph, data: Mapping[str, np.ndarray], opts: dict[str, Any],
+                 weight_qmax: int = insert.WEIGHT_QMAX) -> None:
+        self.opts, self.data, self.weight_qmax = opts, data, weight_qmax
         self.fp32 = _at_least_opset(export_model(graph), 13)
         self.outputs = [v.name for v in graph.outputs]
         self._plans: dict[frozenset[str], Any] = {}
@@ -46,8 +50,6 @@ class QuantSession:
         return [(lay.node, lay.op, lay.output) for lay in self.plan(final).layers]
 
     def _clone(self) -> Graph:
-        from ..frontend import import_model, specialize
-
         g = import_model(self.fp32)
         specialize(g, None)
         return g
@@ -62,7 +64,7 @@ class QuantSession:
         """The accuracy of the plan without the layers in ``exclude``; keeps its QDQ model."""
         g = self._clone()
         plan = insert.plan_layers(g, set(exclude))
-        dq = insert.insert_qdq(g, plan, self.params, bool(self.opts["per-channel"]))
+        dq = insert.insert_qdq(g, plan, self.params, bool(self.opts["per-channel"]), self.weight_qmax)
         self.qdq_model = export_model(g)
         layers = [(lay.node, lay.output, dq[lay.output]) for lay in plan.layers if lay.output in dq]
         inputs = {lay.node: [(a, dq[a]) for a in lay.inputs if a in dq] for lay in plan.layers}
@@ -93,6 +95,7 @@ class QuantSession:
 
     def layer_remarks(self, plan: insert.Plan, final: set[str], report: dict[str, Any], p: Any) -> list[Any]:
         by = {r["node"]: r for r in report["layers"]}
+        bits = "int8" if self.weight_qmax == insert.WEIGHT_QMAX else f"int8 in [-{self.weight_qmax}, {self.weight_qmax}]"
         out = []
         for lay in plan.layers:
             r = by.get(lay.node, {})
@@ -101,8 +104,8 @@ class QuantSession:
             where = f"output range [{rng[0]:.4g}, {rng[1]:.4g}] as {self.opts['activation']}" if lay.output else \
                 "output float32 (a graph output)"
             out.append(p.remark("applied", f"quantized {lay.node} ({lay.op}) to int8: {where}"
-                                f"{', weight per-channel int8' if lay.weight and self.opts['per-channel'] else ''}"
-                                f"; SQNR {sq if sq is not None else '?'} dB, max abs error {r.get('max_abs_error', 0):.3g}",
+                                f"{', weight per-channel ' + bits if lay.weight and self.opts['per-channel'] else ''}"
+                                f"; SQNR {sq if sq is not None else '?'} dB, max abs error {fmt_error(r.get('max_abs_error', 0))}",
                                 [lay.node], sqnr_db=sq, max_abs_error=r.get("max_abs_error"), range=list(rng)))
         for name in sorted(final):
             out.append(p.remark("analysis", f"{name} stays in FP32 (excluded)", [name]))
@@ -118,7 +121,8 @@ class QuantSession:
                    for n in sorted(final)]
         return {"dtype": self.opts["dtype"], "method": self.method, "samples": samples,
                 "calibration": {"method": self.calibration_method, "samples": samples, "random": random,
-                                "activation": self.opts["activation"], "per_channel": bool(self.opts["per-channel"])},
+                                "activation": self.opts["activation"], "per_channel": bool(self.opts["per-channel"]),
+                                "weight_qmax": self.weight_qmax},
                 "layers": layers, "outputs": report["outputs"],
                 "criterion": {"min_sqnr_db": float(self.opts["min-sqnr"]), "min_top1": float(self.opts["min-top1"]),
                               "passed": report["passed"], "reasons": report["reasons"]},
@@ -132,7 +136,6 @@ def _at_least_opset(model: Any, version: int) -> Any:
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), version)
     if current >= version:
         return model
-    import onnx.version_converter
 
     return onnx.version_converter.convert_version(model, version)
 

@@ -26,9 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import TensorProto
 
-from compiler.errors import one_line
+from compiler.errors import CompileError, one_line
+from compiler.frontend.bounded import trim_outputs
 from compiler.runtime.buffers import mark
+from compiler.runtime.limits import apply_child_limits
+from compiler.runtime.narrow_io import encode, type_name
+from compiler.runtime.program import bind
+from compiler.runtime.runner import random_inputs
 from compiler.runtime.timing import one_thread, ort_options, repeats_for, time_rounds
 
 # ONNX Runtime's fp32 activations are approximations (MLAS logistic/tanh): measured on PP-OCRv4's
@@ -38,18 +45,13 @@ ATOL_FLOOR = 1e-6
 
 
 def main(d: Path) -> int:
-    from compiler.runtime.limits import apply_child_limits
-
     parent = os.environ.get("PRISM_PARENT_PID", "")
     apply_child_limits(int(parent) if parent.isdigit() else None)  # before anything big is allocated
-    from compiler.runtime.program import bind
 
     with open(d / "job.pkl", "rb") as f:
         job = pickle.load(f)
     inputs = job["inputs"]
     if inputs is None:  # drawn here, in their own dtypes: the parent never holds them
-        from compiler.runtime.runner import random_inputs
-
         drawn = random_inputs(job["program"].inputs, **job["random_inputs"])
         inputs = [drawn[n] for n, _, _ in job["program"].inputs]
     bound = bind(job["program"], inputs)  # a Program, or a ControlProgram (compiler.runtime.control)
@@ -80,7 +82,7 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
     if man.get("ort_failed"):  # a first run died inside ONNX Runtime: Prism's result without it
         result["ort_error"] = man["ort_failed"]
     elif man["verify"] or man["benchmark"]:
-        import onnxruntime as ort
+        import onnxruntime as ort  # deferred: heavy, and only a verifying or timing run needs it
 
         mark(d, "onnxruntime")  # a crash from here on is ONNX Runtime's (compiler.runtime.process)
 
@@ -96,8 +98,6 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
         if man.get("ort_no_opt") and man["verify"] and ort_outs is not None:
             ort_int = _ort_integer_outputs(ort, d / "model.onnx", man["ort_outputs"], ort_feed)
     if man["verify"] and ort_outs is not None:
-        from compiler.frontend.bounded import trim_outputs
-
         n_out = len(man["ort_outputs"])  # bounded outputs: cut to their counts, which follow
         ours = trim_outputs(outs, [tuple(t) for t in man.get("trims", [])], n_out)
         tol = man.get("tolerance", {})
@@ -105,8 +105,6 @@ def measure(d: Path, bound: Any, man: dict[str, Any]) -> dict[str, Any]:
             rtol, atol = tol.get(name, (man["rtol"], man["atol"]))[:2]
             elem = storage["outputs"].get(name)
             if elem is not None:  # compared in the declared storage type (compiler.runtime.narrow_io)
-                from compiler.runtime.narrow_io import encode, type_name
-
                 got = encode(got, elem)
             result["outputs"][name] = _compare(got, ort_outs[theirs], rtol, atol, man.get("steps", {}).get(name, 0.0))
             if man.get("ort_no_opt"):  # a QDQ reference: rounding ties may flip a step and propagate
@@ -132,7 +130,7 @@ def _timing_sessions(d: Path, man: dict[str, Any], sess: Any, threads: int) -> l
         return []
     if not models:
         return [("onnxruntime_ms", sess)] if sess is not None else []
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: heavy, and only a timing run needs it
 
     out = []
     for key, name in models.items():
@@ -155,7 +153,6 @@ def _session(ort: Any, path: Path, so: Any, result: dict) -> Any:
         m = re.search(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)", str(exc))
         if m is None:
             raise
-        import onnx
 
         model = onnx.load_model(str(path))
         model.ir_version = int(m.group(2))
@@ -169,8 +166,6 @@ def _storage_feed(inputs: dict[str, np.ndarray], names: list[str], feeds: dict[s
     """ONNX Runtime's inputs, by its input names (``feeds``: {input: feed name}, ``narrow_io.ort_boundary``):
     a float16 input in numpy's float16 (exact: the runner drew it on the grid), the others as they
     are (the other narrow types are cast to their format by ONNX Runtime itself)."""
-    from onnx import TensorProto
-
     out = {}
     for n in names:
         a = inputs[n]
@@ -182,15 +177,15 @@ def _storage_feed(inputs: dict[str, np.ndarray], names: list[str], feeds: dict[s
 
 def _ort_problem(exc: BaseException, storage: dict[str, dict[str, int]]) -> str:
     """A sentence for ONNX Runtime failing to load or run the model (``ort_error`` of the result)."""
-    from compiler.runtime.narrow_io import type_name
-
     msg = one_line(exc) or type(exc).__name__
     types = sorted({type_name(e) for e in (*storage["inputs"].values(), *storage["outputs"].values())})
     kinds = f" in {', '.join(types)}" if types else ""
     m = re.search(r"Could not find an implementation for (\S+) node with name '([^']*)'", msg)
     if m is not None:
         return f"ONNX Runtime has no CPU kernel for {m.group(1)}{kinds} (node {m.group(2)!r})"
-    return f"ONNX Runtime failed{kinds} ({msg[:300]})"
+    if len(msg) > 300:  # cut at a word, and say so: ONNX Runtime's messages can run to kilobytes
+        msg = msg[:300].rsplit(" ", 1)[0] + " …"
+    return f"ONNX Runtime failed{kinds} ({msg})"
 
 
 QUANTIZED_MIN_SQNR_DB = 40.0
@@ -260,5 +255,16 @@ def _compare(p: np.ndarray, o: np.ndarray, rtol: float, atol: float, step: float
             **({"quantization_step": step} if step else {})}
 
 
+def run(d: Path) -> int:
+    """``main``, with a CompileError (a run-time check of the kernels: ``compiler.runtime.faults``)
+    written to ``DIR/error.json`` for the parent to raise again (``compiler.runtime.process``), exit 3."""
+    try:
+        return main(d)
+    except CompileError as exc:
+        (d / "error.json").write_text(json.dumps({"stage": exc.stage, "message": exc.message, "node": exc.node,
+                                                  "op": exc.op, "kernel": exc.kernel}))
+        return 3
+
+
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(run(Path(sys.argv[1])))

@@ -8,7 +8,9 @@ branches or body are compiled parts. Running it (:class:`ControlBound`), as ONNX
 Relax VM's executors do, evaluates an ``If`` condition and runs only the branch taken; a ``Loop`` calls
 its body once per iteration (the body compiled once as kernels, bound to memory once, its
 loop-carried values fed back, at most the trip count ``M`` iterations while the condition holds;
-zero iterations give the initial values and empty scan outputs); a ``Scan`` calls its body per slice
+zero iterations give the initial values and empty scan outputs; where the driver compiled a loop
+function for it, ``compiler.runtime.native_loop``, the iterations run in generated code, else each
+is dispatched from here); a ``Scan`` calls its body per slice
 of its scan inputs (``scan_input_axes``, ``scan_input_directions``) and stacks the per-iteration
 outputs (``scan_output_axes``, ``scan_output_directions``). Semantics: the ONNX specs of If, Loop
 (opset 11+) and Scan (opset 9+).
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
+from .native_loop import run_native, run_native_scan
 from .pool import available_threads
 from .program import Program, bind, check_inputs
 
@@ -42,6 +45,21 @@ class Part:
     inputs: list[str]
     outputs: list[str]
     label: str = ""
+
+
+@dataclass
+class InvalidBranch:
+    """The program of an ``If`` branch or a ``Loop`` body (``op``) that does not compile at the
+    compiled shapes (its condition or trip count is decided at run time, so it may never run): taking
+    it raises CompileError(stage="run") with ``message``, which names the node."""
+
+    message: str
+    op: str = "If"
+    arena_bytes: int = 0
+    calls: list[Any] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    consts: list[Any] = field(default_factory=list)
+    threads: int | None = None
 
 
 @dataclass
@@ -92,13 +110,21 @@ class _Runner:
     def __init__(self, part: Part) -> None:
         self.part = part
         self.bound: Any = None
+        self.native_fn: Any = None  # a native Loop's function over this binding (compiler.runtime.native_loop)
 
-    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    def prepare(self, arrays: list[np.ndarray]) -> Any:
+        """The part bound to ``arrays`` (bound on the first call, fed on later ones), not run."""
+        if isinstance(self.part.program, InvalidBranch):
+            raise CompileError("run", self.part.program.message, node=self.part.label.rsplit(".", 1)[0],
+                               op=self.part.program.op)
         if self.bound is None:
             self.bound = bind(self.part.program, arrays)
         else:  # the arrays have the dtypes and shapes compiled for (checked on the first call)
             self.bound.feed(arrays)
-        self.bound.run()
+        return self.bound
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        self.prepare(arrays).run()
         return self.bound.outputs()
 
 
@@ -177,6 +203,10 @@ def _run_loop(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) ->
     cond = bool(_scalar(step, env[cond_name], "condition")) if cond_name else True
     carried = [env[n] for n in step.inputs[2:]]
     captured = [env[n] for n in step.attrs["captured"]]
+    if "native" in step.attrs and cond and (limit is None or limit > 0):  # iterations in generated code
+        done = run_native(step, runners[0], limit, carried, captured)
+        if done is not None:
+            return done
     scans: list[list[np.ndarray]] = [[] for _ in step.attrs["scan_shapes"]]
     i = 0
     while cond and (limit is None or i < limit):
@@ -202,6 +232,8 @@ def _run_scan(step: Step, runners: list[_Runner], env: dict[str, np.ndarray]) ->
     scans = [env[x] for x in step.inputs[n:]]
     captured = [env[x] for x in a["captured"]]
     length = scans[0].shape[a["in_axes"][0]] if scans else 0
+    if "native" in a and length > 0:  # iterations in generated code (compiler.runtime.native_loop)
+        return run_native_scan(step, runners[0], states, scans, captured)
     per: list[list[np.ndarray]] = []
     for t in range(length):
         slices = [np.take(x, length - 1 - t if d else t, axis=ax) for x, ax, d in zip(scans, a["in_axes"], a["in_dirs"],

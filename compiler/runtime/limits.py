@@ -2,7 +2,7 @@
 rlimits of the child process that runs generated code.
 
 Every limit is an environment variable with a default derived from the machine's memory ``M``
-(:func:`machine_memory_bytes`: physical memory, or the cgroup's ``memory.max`` when lower):
+(:func:`machine_memory_bytes`: physical memory, or the cgroup's memory limit, v2 or v1, when lower):
 
 ==========================================  =================  ==========================================
 variable                                    default            what it bounds
@@ -41,15 +41,18 @@ GIB = 1 << 30
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def machine_memory_bytes() -> int:
-    """Physical memory in bytes, or the cgroup v2 ``memory.max`` of this process when that is lower."""
+def machine_memory_bytes(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """Physical memory in bytes, or this process's cgroup memory limit when that is lower: cgroup v2's
+    ``memory.max`` or cgroup v1's ``memory/memory.limit_in_bytes`` under ``cgroup_root`` (a container
+    sees its own cgroup there; "max" and v1's unlimited value, near 2^63, leave the physical size)."""
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        raw = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if raw.isdigit():
+    for limit in (cgroup_root / "memory.max", cgroup_root / "memory" / "memory.limit_in_bytes"):
+        try:
+            raw = limit.read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) > 0:
             total = min(total, int(raw))
-    except OSError:
-        pass
     return int(total)
 
 
@@ -142,6 +145,14 @@ def apply_child_limits(parent_pid: int | None = None) -> None:
         soft, hard = resource.getrlimit(res)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(res, (value, hard))
+    os.environ["PRISM_ADDRESS_SPACE_SETTING"] = "PRISM_CHILD_MAX_ADDRESS_SPACE_BYTES"
+    apply_parent_death_signal(parent_pid)
+
+
+def apply_parent_death_signal(parent_pid: int | None = None) -> None:
+    """``PR_SET_PDEATHSIG`` = SIGKILL (Linux ``prctl(2)``): this process dies with its parent (the
+    thread that started it). ``parent_pid``: that parent; when it is already gone (it died before the
+    ``prctl``), exit at once with status 70."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -165,9 +176,11 @@ def limit_message(stderr: str, returncode: int) -> str | None:
 
 def memory_error_message(exc: MemoryError) -> str:
     """The one-line message for a MemoryError in the compiling process: what failed and this
-    process's address-space limit (``RLIMIT_AS``, which the explorer's workers set), if any."""
+    process's address-space limit (``RLIMIT_AS``, which the explorer's workers set), if any, and the
+    setting it comes from (``PRISM_ADDRESS_SPACE_SETTING``, which the process that set it names)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    setting = os.environ.get("PRISM_ADDRESS_SPACE_SETTING", "")
     limit = "no address-space limit" if soft == resource.RLIM_INFINITY else \
-        f"the process's address-space limit of {soft} bytes (RLIMIT_AS)"
+        f"the process's address-space limit of {soft} bytes (RLIMIT_AS{', ' + setting if setting else ''})"
     what = " ".join(str(exc).split())[:200] or "an allocation failed"
     return f"out of memory: {what}; {limit}"

@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from ..errors import CompileError
+from . import faults
 
 _LOCK = threading.Lock()
 _POOL: dict[str, Any] = {}
@@ -50,6 +51,7 @@ def load() -> dict[str, Any]:
             return _POOL
         import llvmlite.binding as llvm  # the JIT: loaded only where code runs
 
+        # deferred with it (llvmlite.ir): importing compiler loads no llvmlite
         from .pool_ir import pool_ir
 
         llvm.initialize_native_target()
@@ -62,6 +64,7 @@ def load() -> dict[str, Any]:
         engine.finalize_object()
         addr = engine.get_function_address("prism_parallel_for")
         llvm.add_symbol("prism_parallel_for", addr)
+        llvm.add_symbol(faults.SYMBOL, ctypes.addressof(faults.WORD))  # the kernels' run-time checks
         _POOL.update(engine=engine, parallel_for=addr,
                      set_threads=ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(
                          engine.get_function_address("prism_pool_set_threads")),

@@ -17,6 +17,7 @@ ends, however it ends, in a parent that lives on; a parent that is killed leaves
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from ..errors import CompileError, one_line
 from .buffers import last_marker, running_kernel
 from .limits import Limits, limit_message
 
-RUN_DIR = re.compile(r"prism-(run|exec)-(\d+)-")
+RUN_DIR = re.compile(r"prism-(run|exec|tune|tuneobj)-(\d+)-")
 # ONNX Runtime's log lines ("2026-01-01 10:00:00.1 [W:onnxruntime:...]")
 _ORT_LOG = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[A-Z]:onnxruntime")
 
@@ -53,7 +54,7 @@ def remove_stale_run_dirs(root: Path | None = None, older_than_s: float = 60.0) 
     now = time.time()
     for d in root.glob("prism-*-*-*"):
         m = RUN_DIR.match(d.name)
-        if m is None or not d.is_dir() or _alive(int(m.group(2))):
+        if m is None or not d.is_dir() or pid_alive(int(m.group(2))):
             continue
         try:
             if now - d.stat().st_mtime < older_than_s:
@@ -65,7 +66,8 @@ def remove_stale_run_dirs(root: Path | None = None, older_than_s: float = 60.0) 
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (kill(2) with signal 0; one of another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -108,12 +110,17 @@ def run_child(d: Path, timeout_s: float, after: str = "the child process", limit
                            kernel=running_kernel(d)) from None
     if proc.returncode == 0:
         return
+    if proc.returncode == 3 and (d / "error.json").is_file():  # a run-time check failed (runtime.faults)
+        e = json.loads((d / "error.json").read_text())
+        raise CompileError(e["stage"], e["message"], node=e["node"], op=e["op"], kernel=e["kernel"])
     kernel = running_kernel(d)
     limit = limit_message(proc.stderr, proc.returncode)
     if limit is not None:
         raise CompileError("run", limit + (f", in kernel {kernel}" if kernel else ""), kernel=kernel)
     how = (f"killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
            else f"exited with status {proc.returncode}")
+    if proc.returncode == -signal.SIGKILL:  # none of the child's limits sends it: the OOM killer, an operator
+        how += "; not by a limit of Prism's, most likely the kernel's OOM killer"
     tail = clean_tail(proc.stderr)
     if kernel is None and _finished(d):
         if last_marker(d) == "onnxruntime":

@@ -34,8 +34,10 @@ import numpy as np
 
 from ..errors import CompileError
 from ..targets import get_target
+from . import faults
 from .buffers import aligned as _aligned
 from .index_checks import index_checks
+from .jit import JitModule
 from .pool import available_threads, set_threads
 
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i8": "int8", "u8": "uint8",
@@ -49,7 +51,8 @@ class Program:
     Attributes:
         objects: ``{symbol: ELF object bytes}``, one per distinct kernel.
         calls: ``[{"name", "symbol", "args": [{"kind": "value", "name"} | {"kind": "const", "index"} |
-            {"kind": "scratch", "dtype", "shape"}]}]`` in execution order.
+            {"kind": "scratch", "dtype", "shape"} | {"kind": "dim"}]}]`` in execution order (``dim``:
+            the run-time batch size, only in a ``compiler.runtime.batch.BatchProgram``'s unit).
         values: ``{name: {"kind": "input" | "arena" | "heap", "dtype", "shape", "offset"}}``.
         arena_bytes: size of the arena (bytes) from the memory plan.
         consts: constant arrays bound to ``const`` parameters.
@@ -62,6 +65,7 @@ class Program:
             program without kernels.
         const_names: the graph value each of ``consts`` holds (its layout may differ: packed weights).
         index_checks: the index operands that are graph inputs (``compiler.runtime.index_checks``).
+        faults: ``{code: (node, op, message)}`` of the kernels' run-time checks (``compiler.runtime.faults``).
         threads: the threads its parallel loops run on (``compiler.runtime.pool``; None: all this
             process may use, ``os.sched_getaffinity``).
     """
@@ -79,6 +83,7 @@ class Program:
     const_names: list[str] = field(default_factory=list)
     index_checks: list[dict[str, Any]] = field(default_factory=list)
     threads: int | None = None
+    faults: dict[int, tuple[str, str, str]] = field(default_factory=dict)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -131,6 +136,7 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
             else:
                 args.append({"kind": "scratch", "dtype": np_dtype(a.buffer.dtype), "shape": tuple(a.buffer.shape)})
         prog.calls.append({"name": k["name"], "symbol": k["symbol"], "args": args})
+        prog.faults.update(k.get("faults") or {})
     prog.index_checks = index_checks(graph)
     for v in graph.outputs:
         if v.name in graph_inputs:
@@ -183,8 +189,6 @@ def jit_for(prog: Program) -> Any:
     None for a program without kernels."""
     jit = getattr(prog, "_jit", None)
     if jit is None and prog.objects:
-        from .jit import JitModule
-
         jit = JitModule(list(prog.objects.values()))
         prog._jit = jit  # type: ignore[attr-defined]
     return jit
@@ -285,21 +289,22 @@ class Bound:
         for a program without an entry function), one ``ctypes`` call per kernel in order. With
         ``progress``, append ``start <kernel>`` before each kernel and ``done`` at the end (unbuffered
         ``os.write``), for crash attribution by a parent process (``compiler.runtime.buffers.running_kernel``)."""
+        faults.clear()
         if progress is None and not per_kernel and self.entry is not None:
             self.entry()
-            return
-        if progress is None:
+        elif progress is None:
             for _, fn, ptrs in self.calls:
                 fn(*ptrs)
-            return
-        fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            for name, fn, ptrs in self.calls:
-                os.write(fd, f"start {name}\n".encode())
-                fn(*ptrs)
-            os.write(fd, b"done\n")
-        finally:
-            os.close(fd)
+        else:
+            fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            try:
+                for name, fn, ptrs in self.calls:
+                    os.write(fd, f"start {name}\n".encode())
+                    fn(*ptrs)
+                os.write(fd, b"done\n")
+            finally:
+                os.close(fd)
+        faults.raise_if_set(getattr(self.prog, "faults", None) or {})
 
     def outputs(self) -> list[np.ndarray]:
         """The graph outputs in order (fresh arrays): copies of kernel-written values, of graph

@@ -38,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from ..ir import Graph
 from .limits import check_program
+from .narrow_io import ort_boundary, storage_inputs, tolerance
 from .process import ReferenceFailed, run_child, run_dir
 from .program import NP_DTYPES, Program, link
 
@@ -74,8 +76,6 @@ def random_inputs(specs: list[tuple[str, str, tuple[int, ...]]], seed: int = 0,
         else:
             out[name] = np.zeros(shape, dt)
     if storage:
-        from .narrow_io import storage_inputs
-
         out = storage_inputs(out, storage)
     return out
 
@@ -129,13 +129,10 @@ def measure_program(prog: Program, model_bytes: bytes, *, verify: bool, benchmar
     the tensor, its size and the limit)."""
     storage = storage or {"inputs": {}, "outputs": {}}
     check_program(prog)  # before the child allocates anything
-    import onnx
 
     ort_model = onnx.load_model_from_string(model_bytes)
     ort_feeds = {n: n for n, _, _ in prog.inputs}
     if storage["inputs"] or storage["outputs"]:  # numpy-readable boundary for ONNX Runtime (narrow_io)
-        from .narrow_io import ort_boundary
-
         ort_model, feeds, _ = ort_boundary(ort_model, storage)
         ort_feeds.update(feeds)
         model_bytes = ort_model.SerializeToString()
@@ -169,7 +166,5 @@ def _write_job(d: Path, prog: Program, storage: dict[str, dict[str, int]], man: 
 
 def _tolerances(outputs: list[str], storage: dict[str, int], rtol: float, atol: float) -> dict[str, list[float]]:
     """``{output: [rtol, atol]}``: ``rtol``/``atol`` or, for a narrow output, its storage type's."""
-    from .narrow_io import tolerance
-
     return {o: list(tolerance(storage[o])) if o in storage else [rtol, atol] for o in outputs}
 

@@ -121,3 +121,17 @@ def one_thread(bound: Any, repeats: int, kernels: list[dict[str, Any]]) -> dict[
     for k, p in zip(kernels, per, strict=True):
         k["median_us_1t"] = float(np.median(p)) / 1e3
     return {"prism_ms_1t": float(np.median(entry)) / 1e6}
+
+
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls after one warm-up call, in milliseconds
+    (``time.perf_counter``). Raises ValueError when ``repeats`` < 1."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3

@@ -6,15 +6,18 @@ from typing import Any
 
 from ..targets import Target
 from .default import apply_default
-from .depthwise import missed_reason
+from .remarks import missed_remarks
 
 
 def schedule_kernel(lk: Any, target: Target) -> None:
-    """Apply the default rule-based schedule for a lowered kernel (``LoweredKernel``) in place."""
+    """Apply the default rule-based schedule for a lowered kernel (``LoweredKernel``) in place; each
+    special schedule it did not get is a ``missed`` remark in ``attrs["remarks"]``
+    (``compiler.schedule.remarks``) and a ``# missed:`` line of its schedule text."""
     apply_default(lk.func, target)
-    why = missed_reason(lk.nodes)
-    if why is not None:
-        lk.func.attrs.setdefault("schedule", []).insert(0, why)
+    remarks = missed_remarks(lk.nodes)
+    if remarks:
+        lk.func.attrs["remarks"] = remarks
+        lk.func.attrs.setdefault("schedule", [])[:0] = [f"# missed: {r['message']}" for r in remarks]
 
 
 __all__ = ["apply_default", "schedule_kernel"]

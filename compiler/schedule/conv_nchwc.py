@@ -41,6 +41,7 @@ from ..loops.ops_nn import _window
 from ..loops.tensor import Tensor
 from ..targets import Target
 from .gemm import epilogue, epilogue_flops, finish, probe_buffer, replace_anchor
+from .knobs import choose
 
 
 def nchwc_conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
@@ -69,6 +70,7 @@ def nchwc_conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: 
     nv = 2 if not dw and cob % 2 == 0 else 1
     r_n = (12 if width >= 16 else 6) // nv if not dw else (8 if width >= 16 else 6)
     r_n = min(r_n, ow)
+    nv, r_n = nchwc_tile(nv, r_n, cob, ow, bool(dw), width)
     tiles = -(-ow // r_n)
     vn, vcb, vy, vt = Var("n"), Var("cbo"), Var("oy"), Var("ot")
     vv, vr, vl = Var("v"), Var("r"), Var("l")
@@ -112,4 +114,17 @@ def nchwc_conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: 
     return finish(lk, [nest], n_b * cob * b * oh * ow * (2 * k_n + epilogue_flops(epi)))
 
 
-__all__ = ["nchwc_conv"]
+def nchwc_tile(nv: int, r_n: int, cob: int, ow: int, dw: bool, width: int) -> tuple[int, int]:
+    """The knob ``nchwc_tile`` (``compiler.schedule.knobs``, ``"NVxR"``): ``nv`` output blocks x ``r_n``
+    output pixels of accumulators, default the rule above. Choices: NV in 1, 2 (2 only for a dense Conv
+    whose output blocks pair up), R <= OW, and NV x R accumulators + NV weight vectors + one broadcast
+    (depthwise: R accumulators, R input vectors and a weight vector) within the register file (32
+    vector registers with AVX-512, 16 otherwise)."""
+    regs = 32 if width >= 16 else 16
+    opts = [f"{v}x{r}" for v in ((1,) if dw or cob % 2 else (1, 2)) for r in range(1, min(ow, 16) + 1)
+            if (2 * r + 1 if dw else v * r + v + 1) <= regs]
+    v, r = (int(x) for x in str(choose("nchwc_tile", f"{nv}x{r_n}", opts)).split("x"))
+    return v, r
+
+
+__all__ = ["nchwc_conv", "nchwc_tile"]

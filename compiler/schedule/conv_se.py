@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir import FusedGroup
 from ..loops.ir import (
     Allocate,
     Bin,
@@ -35,41 +34,26 @@ from ..loops.ir import (
     mul,
     substitute,
 )
-from ..loops.lower import LoweredKernel, lower_group
-from ..loops.registry import LowerCtx, is_complex
+from ..loops.lower import LoweredKernel
 from ..loops.tensor import Tensor
 from ..targets import Target
-from .gemm import VIRTUAL, epilogue, finish, probe_buffer, replace_anchor
+from .around import lower_around_single
+from .gemm import epilogue, finish, replace_anchor
 from .rows import sweep
 
 
 def try_global_pool(node: Any, kernel: str, opset: int, target: Target) -> LoweredKernel | None:
     """The row-sum kernel of a group whose one reducing op is a 2-D GlobalAveragePool, or None."""
+    def f32_static(pool: Any) -> bool:
+        t = pool.outputs[0].type
+        return t is not None and t.short == "f32" and t.is_static and t.rank == 4
 
-    nodes = list(node.body.nodes) if isinstance(node, FusedGroup) else [node]
-    pools = [n for n in nodes if n.op_type == "GlobalAveragePool"]
-    if len(pools) != 1 or len(node.outputs) != 1 or sum(is_complex(n) for n in nodes) != 1:
+    got = lower_around_single(node, kernel, opset, {"GlobalAveragePool"}, f32_static)
+    if got is None:
         return None
-    pool = pools[0]
-    t = pool.outputs[0].type
-    if t is None or t.short != "f32" or not t.is_static or t.rank != 4:
-        return None
-    shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr]
-    captured: dict[str, Any] = {}
-
-    def override(ctx: LowerCtx, n: Any, ins: list[Tensor | None]) -> list[Tensor]:
-        captured["x"] = ins[0]
-        vbuf = Buffer(VIRTUAL, "f32", shape, "virtual")
-        return [Tensor(shape, "f32", lambda idx: Load(vbuf, tuple(idx)))]
-
-    lk = lower_group(node, kernel, opset, override={id(pool): override}, build=False)
-    x = captured.get("x")
-    if len(lk.pending) != 1 or x is None or x.rank != 4:
-        return None
-    xbuf = probe_buffer(x)
-    out_buf, out_t = lk.pending[0]
+    pool, lk, out_buf, out_t, x, xbuf = got
     ep = epilogue(out_t, 4, None)
-    if xbuf is None or ep is None or tuple(out_t.shape) != shape:
+    if ep is None:
         return None
     n_b, c_n, h, w = xbuf.shape
     hw, width = h * w, target.vector_width_f32

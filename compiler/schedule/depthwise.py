@@ -55,6 +55,7 @@ from ..loops.ir import (
 from ..loops.lower import LoweredKernel
 from ..loops.tensor import Tensor
 from .gemm import add_const, add_scratch, epilogue_flops, finish, replace_anchor
+from .knobs import choose
 
 MIN_GEMM_K = 32  # a GEMM with a shorter reduction spends more time loading and storing tiles than in FMAs
 MAX_UNROLLED_TAPS = 64
@@ -92,12 +93,18 @@ def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: 
     tile_w = nv * width
     budget = 16 if width >= 16 else 8  # accumulator registers (32 vector registers with AVX-512, 16 else)
     mc = next(c for c in (4, 2, 1) if mg % c == 0 and c * nv <= budget)
+    # the knob dw_tile (compiler.schedule.knobs, "MCxNV"): output channels x vectors of output columns
+    # per tile; choices within the accumulator budget, no vector wholly past OW
+    mc, nv = (int(x) for x in str(choose("dw_tile", f"{mc}x{nv}", [
+        f"{c}x{v}" for c in (1, 2, 4, 8) for v in (1, 2, 3, 4)
+        if mg % c == 0 and c * v <= budget and (v - 1) * width < ow])).split("x"))
+    tile_w = nv * width
     if any(pb) or s > 1:
         hp = (oh - 1) * st[0] + (kh - 1) * dil[0] + 1
         # the last tile reads up to its full width past OW: those columns are zeros
         wq = -(-(-(-ow // tile_w) * tile_w + (kw - 1) * dil[1] // s) // width) * width
         xp = add_scratch(lk, "xpad", (groups, cg, s, hp, wq))
-        fill = _fill(xbuf, xp, vn, vg, cg, (h, wd), pb, s, width)
+        fill = fill_phases(xbuf, xp, vn, vg, cg, (h, wd), pb, s, width)
         sched.append(f"pad(X -> xpad[{groups}, {cg}, {s}, {hp}, {wq}]) compute_at g  # zero-padded, "
                      f"{s} column phase(s) of stride {s}: every tap reads consecutive floats")
 
@@ -126,9 +133,9 @@ def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: 
     return finish(lk, [nest], flops)
 
 
-def _fill(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, int], pb: list[int], s: int,
-          width: int) -> Stmt:
-    """``xpad[g, ci, p, r, j] = X[n, g*cg + ci, r - pt, j*s + p - pl]`` (zero outside X), vectorized along j
+def fill_phases(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, int], pb: list[int], s: int,
+                width: int, pad: float = 0.0) -> Stmt:
+    """``xpad[g, ci, p, r, j] = X[n, g*cg + ci, r - pt, j*s + p - pl]`` (``pad`` outside X), vectorized along j
     (``Wq`` is a multiple of ``width``). Rows above and below X are zero stores; in a row of X, the
     vectors of j that lie inside X (per phase, known at compile time) are plain (strided) copies and
     only the vectors at the left and right edges test each lane."""
@@ -148,7 +155,7 @@ def _fill(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, in
     def zero_rows(r0: int, r1: int) -> list[Stmt]:
         if r1 <= r0:
             return []
-        zero = vectors(0, nvec, lambda j: Store(xp, (vg, vc, Var("zp"), add(vr, r0), j), Float(0.0)))
+        zero = vectors(0, nvec, lambda j: Store(xp, (vg, vc, Var("zp"), add(vr, r0), j), Float(pad)))
         return [For(Var("zp"), s, For(vr, r1 - r0, zero[0]))]
 
     phases: list[Stmt] = []
@@ -168,7 +175,7 @@ def _fill(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, in
             x = col(j)
             cond = land(Bin(">=", x, Int(0)), Bin("<", x, Int(wd)))
             assert cond is not None
-            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), select(cond, Load(xbuf, (vn, ci, vr, x)), Float(0.0)))
+            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), select(cond, Load(xbuf, (vn, ci, vr, x)), Float(pad)))
         phases += vectors(0, v_lo, edge) + vectors(v_lo, v_hi, copy) + vectors(v_hi, nvec, edge)
     body = zero_rows(0, pb[0]) + [For(vr, rows, Seq(phases) if len(phases) > 1 else phases[0])] \
         + zero_rows(pb[0] + rows, hp)
@@ -214,9 +221,9 @@ def _row(wbuf: Buffer, x_at: Any, out_buf: Buffer, ep: tuple[Expr, list[Var]], a
     return For(vt, -(-ow // tile_w), body)
 
 
-def missed_reason(nodes: list[Any]) -> str | None:
-    """Why a kernel whose nodes hold a grouped Conv got the default schedule instead of this one
-    (None when there is no grouped Conv): a line for the kernel's schedule, naming the node."""
+def grouped_conv_missed(nodes: list[Any]) -> tuple[Any, str] | None:
+    """``(node, why)`` when a kernel of ``nodes`` holds a grouped Conv and got the default schedule
+    instead of this one or the micro-kernel (None when there is no grouped Conv)."""
     convs = [n for n in nodes if n.op_type == "Conv" and int(n.attr("group", 1)) > 1]
     if not convs:
         return None
@@ -233,7 +240,7 @@ def missed_reason(nodes: list[Any]) -> str | None:
     else:
         why = "the group's output is not elementwise in the Conv's output (a reduction, a shifted read or a " \
               "second output)"
-    return f"# missed: grouped-Conv schedules (direct, micro-kernel) not applied to {n.label}: {why}; default schedule"
+    return n, why
 
 
-__all__ = ["MAX_UNROLLED_TAPS", "MIN_GEMM_K", "direct_conv", "missed_reason", "prefers_direct"]
+__all__ = ["MAX_UNROLLED_TAPS", "MIN_GEMM_K", "direct_conv", "fill_phases", "grouped_conv_missed", "prefers_direct"]

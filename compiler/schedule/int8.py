@@ -4,8 +4,10 @@
 The anchor is a GEMM of int32 accumulators held in registers across the reduction, like the float
 micro-kernel (``compiler.schedule.microkernel``), but each step multiplies ``G`` k at once: a word of the
 packed operand holds G values (``compiler.quant.pack``) and one ``dpbusd`` (G = 4, u8 x s8: AVX-512 VNNI
-``vpdpbusd``, 64 multiply-adds per instruction) or ``dpwssd`` (G = 2, s16 x s16: ``vpdpwssd``, or
-``pmaddwd`` + add on x86 without VNNI) updates 16 (8, 4) i32 lanes (``compiler.codegen.dot``).
+``vpdpbusd``, 64 multiply-adds per instruction; on AVX2 ``vpmaddubsw`` + ``vpmaddwd`` with ones, 32 per
+pair, chosen only when no weight pair can saturate int16: ``pack.pairs_fit_i16``) or ``dpwssd`` (G = 2,
+s16 x s16: ``vpdpwssd``, or ``pmaddwd`` + add on x86 without VNNI) updates 16 (8, 4) i32 lanes
+(``compiler.codegen.dot``).
 
 * Conv: lanes = output pixels (so the NCHW output is stored contiguously), rows = output channels (the
   weight word is broadcast). Weights are packed at compile time to ``[Co/MR, KG, MR]`` words. The input
@@ -35,7 +37,8 @@ import numpy as np
 from ..ir import FusedGroup
 from ..loops.ir import Buffer, Cast, Expr, Int, Load, add, mul
 from ..loops.lower import KernelArg, LoweredKernel
-from ..loops.ops_qlinear import requantize
+from ..loops.ops_nn import _geom
+from ..loops.ops_qlinear import requantize, requantize_float
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor
 from ..ops.registry import registry_key
@@ -46,7 +49,7 @@ from .gemm import epilogue as _epilogue
 from .gemm import finish as _finish
 from .gemm import lower_around as _lower_around
 from .gemm import probe_buffer as _probe_buffer
-from .int8_nest import conv_nest, gemm_nest
+from .int8_nest import conv_nest, depthwise_nest, gemm_nest
 
 ANCHORS = ("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "com.microsoft.QGemm")
 _SLOTS = {  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias
@@ -156,10 +159,18 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
     spec = _spec(anchor, outer)
     if spec is None or t is None or not t.is_static:
         return None
-    group = pack.choose_group(spec["w"], vnni(target))
+    group = pack.choose_group(spec["w"], vnni(target), "+avx2" in target.features.split(","))
     bias = spec["bias"] + (0 if spec["depthwise"] else pack.compensation(spec["w"], spec["xz"], spec["signed"], group))
-    if np.abs(bias).max(initial=0) >= 2 ** 31:
+    # a bias near the int32 limit (a channel of tiny weight scale) plus the zero-point compensation and the
+    # accumulator (at most 256 sum_k |w| per row) may leave int32: the part of the bias beyond what leaves room
+    # for the accumulator is added in float32, where the requantization converts the sum anyway
+    limit = 2 ** 31 - 1 - 256 * int(np.abs(spec["w"]).sum(axis=1).max(initial=0))
+    big = bool(np.abs(bias).max(initial=0) > limit)
+    if limit <= 0 or (big and spec["mult"] is None and "scale" not in spec):
         return None
+    clipped = np.clip(bias, -limit, limit)
+    excess = (bias - clipped).astype(np.float32)
+    bias = clipped
 
     def value(ctx: LowerCtx, n: Any, vbuf: Buffer) -> Callable[[list[Expr]], Expr]:
         bt = ctx.const_tensor(bias.astype(np.int32), f"{n.label}.bias_total")
@@ -168,12 +179,17 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
         st = ctx.const_tensor(spec["scale"], f"{n.label}.scale") if "scale" in spec else None
         dt = ctx.out_dtype(n)
 
+        et = ctx.const_tensor(excess, f"{n.label}.bias_excess") if big else None
+
         def fn(idx: list[Expr]) -> Expr:
             acc = add(Load(vbuf, tuple(idx)), bt[[idx[ch]]])
+            wide = add(Cast("f32", acc), et[[idx[ch]]]) if et is not None else Cast("f32", acc)
+            if mt is not None and et is not None:
+                return requantize_float(mul(wide, mt[[idx[ch]]]), Int(spec["yz"], "i32"), dt)
             if mt is not None:
                 return requantize(acc, mt[[idx[ch]]], Int(spec["yz"], "i32"), dt)
             if st is not None:
-                return mul(Cast("f32", acc), st[[idx[ch]]])
+                return mul(wide, st[[idx[ch]]])
             return acc
         return fn
 
@@ -182,8 +198,11 @@ def try_int8(node: Any, kernel: str, opset: int, target: Target) -> LoweredKerne
         return None
     lk, out_buf, out_t, xbuf = lowered
     sched = lk.func.attrs.setdefault("schedule", [])
-    how = "vpdpbusd (AVX-512 VNNI), u8 x s8 in 4-byte words" if group == 4 else \
-        "pmaddwd / vpdpwssd: s16 x s16 in 2-halfword words (exact; no VNNI u8 x s8 step on this target)"
+    how = "vpdpbusd (AVX-512 VNNI), u8 x s8 in 4-byte words" if group == 4 and vnni(target) else \
+        ("vpmaddubsw + vpmaddwd(1) (AVX2), u8 x s8 in 4-byte words (no weight pair can saturate int16)"
+         if group == 4 else "pmaddwd / vpdpwssd: s16 x s16 in 2-halfword words (exact; " +
+         ("a weight pair could saturate vpmaddubsw's int16: quantize{reduce-range=true} gives 7-bit weights)"
+          if not vnni(target) else "weights beyond int8)"))
     if spec["depthwise"]:
         how = "depthwise: i32 multiply-adds of (x - x_zero_point) and w, output pixels in vector lanes"
     sched.append(f"int8 dot step: {how}")
@@ -198,9 +217,6 @@ def _depthwise(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any],
                target: Target) -> LoweredKernel | None:
     """Depthwise QLinearConv (group = channels): ``compiler.schedule.int8_nest.depthwise_nest``; the zero point
     is subtracted in the kernel, so the bias needs no compensation."""
-    from ..loops.ops_nn import _geom
-    from .int8_nest import depthwise_nest
-
     kh, kw = node.input(_SLOTS[registry_key(node)][3]).type.shape[2:]
     oh, ow = out_t.shape[2], out_t.shape[3]
     ep = _epilogue(out_t, 4, (oh, ow))
@@ -227,8 +243,6 @@ def _pick_mr(m: int, width: int) -> int:
 
 def conv_kernel(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
           out_t: Tensor, target: Target) -> LoweredKernel | None:
-    from ..loops.ops_nn import _geom
-
     n_b, c_n, h, w_ = xbuf.shape
     wm = spec["w"]
     co, k_n = wm.shape

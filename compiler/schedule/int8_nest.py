@@ -39,6 +39,7 @@ from ..loops.tensor import unravel
 from .gemm import replace_anchor as _replace_anchor
 
 L2_BLOCK_BYTES = 256 * 1024
+L1_PANEL_BYTES = 20 * 1024
 SIGN_FLIP = -2139062144  # 0x80808080 as int32: the top bit of each of the four bytes
 
 
@@ -89,8 +90,9 @@ def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[
 
 def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_word: Callable[[Expr, Expr, Expr], Expr],
                b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
-               fn: str, a_unsigned: bool = False, acc_dtype: str = "i32") -> Stmt:
-    """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``.
+               fn: str, a_unsigned: bool = False, acc_dtype: str = "i32", cols_outer: bool = False) -> Stmt:
+    """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``
+    (``cols_outer``: ``for nt, mo``, the column panel kept in L1 while the row tiles stream past it).
 
     ``dpbusd``'s first operand is the unsigned one (``vpdpbusd``: u8 of src1 times s8 of src2): the
     activation words. ``a_unsigned`` says that the broadcast ``a_word`` holds them (Gemm/MatMul: A is the
@@ -103,7 +105,10 @@ def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_
     upd = Store(acc, (vmi, vni), call(fn, Load(acc, (vmi, vni)), *(ops if a_unsigned else ops[::-1])))
     kloop = For(vk, kg_n, For(vmi, acc_rows, For(vni, nr, upd, "vectorized"), "unrolled"))
     out = For(vmi, acc_rows, For(vni, nr, store(vmo, vnt, vmi, vni), "vectorized"), "unrolled")
-    return For(vmo, m_tiles, For(vnt, n_tiles, Allocate(acc, Seq([init, kloop, out]))))
+    tile = Allocate(acc, Seq([init, kloop, out]))
+    if cols_outer:
+        return For(vnt, n_tiles, For(vmo, m_tiles, tile))
+    return For(vmo, m_tiles, For(vnt, n_tiles, tile))
 
 
 def _epilogue_store(epi: Expr, acc_val: Expr, mapping: dict[str, Expr], buf: Buffer, idx: tuple[Expr, ...],
@@ -235,6 +240,27 @@ def _im2col_packer(xp: Buffer, col: Buffer, spec: dict[str, Any], group: int, of
     return packed
 
 
+def _col_buffer(lk: LoweredKernel, kg_n: int, cols: int) -> Buffer:
+    """The scratch ``col[kg_n, stride]`` of a Conv's packed words. The k loop reads one 64-byte line of every
+    word row: a row stride of an even number of lines (a 1x1 Conv's 1024-pixel block: 4 KiB) maps every row
+    to the same few L1 and L2 sets, which then thrash (the block streamed from L3 once per row tile); an
+    odd number of lines spreads the rows over every set."""
+    line = 64 // 4
+    stride = cols + (line if -(-cols // line) % 2 == 0 else 0)
+    col = Buffer("col", "i32", (kg_n, stride), "scratch")
+    lk.args.append(KernelArg("scratch", f"{lk.name}.col", col))
+    return col
+
+
+def _cols_outer(co: int, kg_n: int, nr: int, cols: int) -> bool:
+    """The loop order of a Conv's tiles. A row tile's weight words (mr per k step) are read in order, a
+    column panel's (nr per k step) a row stride apart; with the column tiles outside, each panel stays in
+    L1 while all the weights stream past it from L2, a quarter of the bytes (mr = nr / 4) that the other
+    order streams from L2 (the whole block once per row tile): chosen when all the weights fit in L2 beside
+    the block and one panel in L1."""
+    return co * kg_n * 4 <= L2_BLOCK_BYTES and kg_n * nr * 4 <= L1_PANEL_BYTES and cols > nr
+
+
 def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, epi: Expr, vs: list[Var],
               spec: dict[str, Any], group: int, mr: int, nr: int, width: int, dims: tuple[int, ...],
               geom: tuple[list[int], list[int], list[int]]) -> Stmt:
@@ -264,8 +290,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
         blk = rows * ow
     assert blk is not None
     cols = -(-blk // nr) * nr
-    col = Buffer("col", "i32", (kg_n, cols), "scratch")
-    lk.args.append(KernelArg("scratch", f"{lk.name}.col", col))
+    col = _col_buffer(lk, kg_n, cols)
+    stride = col.shape[1]
     nblocks = math.ceil(n_pix / blk)
     vb = Var("nb")
     if direct:
@@ -281,8 +307,8 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
     else:
         prologue = _words_loop(kg_n, k_n, group, _im2col_packer(xp, col, spec, group, off, dims, geom, width, vb, rows),
                                lambda k: k)
-    sched.append(f"im2col+interleave(X -> col[{kg_n}, {cols}] words) compute_at nb  # {blk} output pixels per "
-                 f"block: {kg_n}x{cols} words stay in L2")
+    sched.append(f"im2col+interleave(X -> col[{kg_n}, {cols}] words, row stride {stride}) compute_at nb  # {blk} "
+                 f"output pixels per block: {kg_n}x{cols} words stay in L2; an odd number of 64-byte lines per row")
     ov = Buffer(out_buf.name, out_buf.dtype, (n_b, co, n_pix), out_buf.scope)
     fn, acc_t = dot_step(spec, group)
     accb = Buffer("acc", acc_t, (mr, nr), "local")
@@ -302,8 +328,12 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
               f"split(n, {blk}) -> nb, n", f"split(k, {group}) -> kq  # {group} products per lane and step",
               "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x <{width} x {acc_t}>",
               "compute_at(epilogue, ni)  # requantize, then the group's epilogue, before the one store"]
+    cols_outer = _cols_outer(co, kg_n, nr, cols)
     gemm = gemm_tiles(mr, nr, co // mr, cols // nr, kg_n, lambda mo, kg, mi: Load(wbuf, (mo, kg, mi)),
-                      lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store, fn, acc_dtype=acc_t)
+                      lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store, fn, acc_dtype=acc_t,
+                      cols_outer=cols_outer)
+    sched.append("reorder(nt, mo)  # each column panel held in L1, the weights streamed from L2" if cols_outer
+                 else "reorder(mo, nt)  # each row tile's weights held in L1, the block streamed from L2")
     stmts.append(For(vb, nblocks, Seq([prologue, gemm])))
     return For(vn, n_b, Seq(stmts))
 

@@ -16,6 +16,13 @@ wrote it).
   by the kernel itself before the block's tiles (a copy of K x N floats against 2 x M x N x K FLOPs).
 * A (the broadcast operand, one scalar per row and k step) is read through its index function
   whatever its layout.
+* Parallel axis of the per-batch GEMMs: where each batch index's GEMM is small (at most
+  :data:`BATCH_PARALLEL_FLOPS`, and a packed B's per-batch scratch at most :data:`BATCH_SCRATCH_BYTES`
+  in all; as attention's ``Q K^T`` and ``P V`` per head) and there are at least
+  two, the batch loop (all batch dims as one) is the parallel loop and each task runs whole GEMMs,
+  its row tiles serial: one launch for the kernel instead of one per batch index, and the per-head
+  packing of B and the leftover row tile run in parallel too (each batch index then packs into its
+  own slice of the scratch). Larger per-batch GEMMs keep their row tiles parallel, batch by batch.
 Rank-1 operands (a matrix-vector product with a 1-D input) and non-f32 types return None: the
 default schedule applies.
 """
@@ -41,10 +48,13 @@ from ..loops.ir import (
     flat_index,
     linear_coeff,
     mul,
+    walk_stmts,
 )
 from ..loops.lower import LoweredKernel
+from ..loops.printer import expr_str
 from ..loops.tensor import Tensor, unravel
 from ..targets import Target
+from .batch import active, batch_rows, mark
 from .gemm import (
     L2_BLOCK_BYTES,
     add_scratch,
@@ -52,13 +62,16 @@ from .gemm import (
     epilogue_flops,
     finish,
     gemm_nest,
-    pick_tile,
     probe_buffer,
+    tuned_tile,
 )
 from .microkernel import pack_b, packed_b
 
+BATCH_PARALLEL_FLOPS = 4e6  # per-batch GEMM FLOP at most which the batch loop is the parallel one (~80 us at 50 GFLOP/s)
+BATCH_SCRATCH_BYTES = 4 << 20  # at most this much per-batch packing scratch (bytes) for the batch-parallel form
 
-def _bcast(t: Tensor, bv: list[Var], rank: int) -> list[Expr]:
+
+def _bcast(t: Tensor, bv: list[Expr], rank: int) -> list[Expr]:
     """``t``'s batch indices for the output batch indices ``bv`` (numpy broadcasting, right-aligned)."""
     lead = t.shape[:-2]
     off = len(bv) - len(lead)
@@ -69,6 +82,38 @@ def contiguous_along(t: Tensor, idx: list[Expr], var: str) -> bool:
     """True when ``t`` at ``idx`` is a plain load whose flat offset steps by 1 with ``var``."""
     e = t.fn(idx)
     return isinstance(e, Load) and e.buf.scope != "local" and linear_coeff(flat_index(e.buf, e.indices), var) == 1
+
+
+def _projection(lk: LoweredKernel, node: Any, a: Tensor, b: Tensor, out_buf: Buffer, out_t: Tensor, epi: Expr,
+                vs: list[Var], width: int, epi_flops: int) -> LoweredKernel:
+    """A constant B without batch dims: A's leading dims fold into M (module docstring)."""
+    k_n, n_n = a.shape[-1], b.shape[-1]
+    rows = out_t.shape[:-1]
+    mm = math.prod(rows)
+    t = tuned_tile(mm, n_n, width)
+    bbuf = pack_b(lk, np.asarray(b.const, np.float32).reshape(k_n, n_n), t.nr, f"{node.label}.B")
+    abuf = probe_buffer(a) if a.shape[:-1] == rows else None
+    if abuf is not None:
+        aview = Buffer(abuf.name, abuf.dtype, (mm, k_n), abuf.scope)
+
+        def a_at(m: Expr, mo: Expr, mi: Expr, k: Expr) -> Expr:
+            return Load(aview, (m, k))
+    else:
+        a_rows = a.shape[:-1]
+        off = len(rows) - len(a_rows)
+
+        def a_at(m: Expr, mo: Expr, mi: Expr, k: Expr) -> Expr:
+            ri = unravel(m, rows)
+            return a[[Int(0) if d == 1 else ri[off + q] for q, d in enumerate(a_rows)] + [k]]
+    oview = Buffer(out_buf.name, out_buf.dtype, (mm, n_n), out_buf.scope)
+    lk.func.attrs.setdefault("schedule", []).insert(0, f"fuse(batch, m) -> m  # {list(rows)} rows as one "
+                                                       f"GEMM of M = {mm} against a constant B")
+
+    def row_epi_map(m: Expr, n: Expr) -> dict[str, Expr]:
+        return {v.name: i for v, i in zip(vs, [*unravel(m, rows), n], strict=True)}
+    nest = gemm_nest(lk, mm, n_n, k_n, t, a_at, packed_b(bbuf, t), lambda m, n: (oview, (m, n)), epi,
+                     row_epi_map, m_run=batch_rows(lk, mm, "the GEMM's M"), split_b=True)
+    return finish(lk, [nest], 2 * mm * n_n * k_n + epi_flops)
 
 
 def lower_matmul(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
@@ -90,33 +135,17 @@ def lower_matmul(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf
     nbatch = math.prod(batch)
     epi_flops = epilogue_flops(epi) * math.prod(out_t.shape)
     if b.const is not None and all(d == 1 for d in b.shape[:-2]):
-        rows = out_t.shape[:-1]
-        mm = math.prod(rows)
-        t = pick_tile(mm, width)
-        bbuf = pack_b(lk, np.asarray(b.const, np.float32).reshape(k_n, n_n), t.nr, f"{node.label}.B")
-        abuf = probe_buffer(a) if a.shape[:-1] == rows else None
-        if abuf is not None:
-            aview = Buffer(abuf.name, abuf.dtype, (mm, k_n), abuf.scope)
-
-            def a_at(m: Expr, mo: Expr, mi: Expr, k: Expr) -> Expr:
-                return Load(aview, (m, k))
-        else:
-            a_rows = a.shape[:-1]
-            off = len(rows) - len(a_rows)
-
-            def a_at(m: Expr, mo: Expr, mi: Expr, k: Expr) -> Expr:
-                ri = unravel(m, rows)
-                return a[[Int(0) if d == 1 else ri[off + q] for q, d in enumerate(a_rows)] + [k]]
-        oview = Buffer(out_buf.name, out_buf.dtype, (mm, n_n), out_buf.scope)
-        lk.func.attrs.setdefault("schedule", []).insert(0, f"fuse(batch, m) -> m  # {list(rows)} rows as one "
-                                                           f"GEMM of M = {mm} against a constant B")
-
-        def epi_map(m: Expr, n: Expr) -> dict[str, Expr]:
-            return {v.name: i for v, i in zip(vs, [*unravel(m, rows), n], strict=True)}
-        g = gemm_nest(lk, mm, n_n, k_n, t, a_at, packed_b(bbuf, t), lambda m, n: (oview, (m, n)), epi, epi_map)
-        return finish(lk, [g], 2 * mm * n_n * k_n + epi_flops)
-    bv = [Var(f"b{i}") for i in range(len(batch))]
-    t = pick_tile(m_n, width)
+        return _projection(lk, node, a, b, out_buf, out_t, epi, vs, width, epi_flops)
+    t = tuned_tile(m_n, n_n, width)
+    vbatch = Var("b")
+    bv: list[Expr] = [Var(f"b{i}") for i in range(len(batch))]
+    packed = b.const is None and not contiguous_along(b, [*_bcast(b, bv, len(batch)), Var("k"), Var("n")], "n")
+    tiles = math.ceil(n_n / t.nr)
+    pack_cols = max(1, min(tiles, L2_BLOCK_BYTES // max(1, k_n * 4 * t.nr))) * t.nr
+    by_batch = nbatch >= 2 and active() is None and 2 * m_n * n_n * k_n <= BATCH_PARALLEL_FLOPS and (
+        not packed or nbatch * k_n * pack_cols * 4 <= BATCH_SCRATCH_BYTES)
+    if by_batch:
+        bv = unravel(vbatch, batch)
     ab, bb = _bcast(a, bv, len(batch)), _bcast(b, bv, len(batch))
     sched = lk.func.attrs.setdefault("schedule", [])
     sched.append(f"# batch {list(batch)}: one GEMM [{m_n}x{k_n}] x [{k_n}x{n_n}] per batch index")
@@ -124,43 +153,72 @@ def lower_matmul(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf
     if b.const is not None:
         bbuf = pack_b(lk, np.asarray(b.const, np.float32), t.nr, f"{node.label}.B")
         b_at = packed_b(bbuf, t, bb)
-    elif contiguous_along(b, [*bb, Var("k"), Var("n")], "n"):
+    elif not packed:
         sched.append("# B is contiguous along n: vector loads in place")
 
         def b_at(k: Expr, tile: Expr, nv: Expr, lane: Expr, n_local: Expr, n: Expr) -> Expr:
             return b[[*bb, k, n]]
     else:
-        tiles = math.ceil(n_n / t.nr)
-        block_cols = max(1, min(tiles, L2_BLOCK_BYTES // max(1, k_n * 4 * t.nr))) * t.nr
-        bs = add_scratch(lk, "bpanel", (k_n, block_cols))
-        prologue = _pack_prologue(b, bb, bs, n_n, block_cols, width)
-        sched.append(f"pack(B -> bpanel[{k_n}, {block_cols}]) compute_at nb  # B is strided along n "
-                     "(a transposed operand): copied per column block, then vector loads")
+        block_cols = pack_cols
+        lead: tuple[Expr, ...] = (vbatch,) if by_batch else ()
+        bs = add_scratch(lk, "bpanel", (nbatch, k_n, block_cols) if by_batch else (k_n, block_cols))
+        prologue = _pack_prologue(b, bb, bs, n_n, block_cols, width, lead)
+        sched.append(f"pack(B -> bpanel[{', '.join(str(d) for d in bs.shape)}]) compute_at nb  # B is strided "
+                     "along n (a transposed operand): copied per column block, then vector loads")
 
         def b_at(k: Expr, tile: Expr, nv: Expr, lane: Expr, n_local: Expr, n: Expr) -> Expr:
-            return Load(bs, (k, n_local))
+            return Load(bs, (*lead, k, n_local))
 
     def epi_map(m: Expr, n: Expr) -> dict[str, Expr]:
         return {v.name: i for v, i in zip(vs, [*bv, m, n], strict=True)}
 
+    m_run = batch_rows(lk, m_n, "the GEMM's M") if not batch else None
     g: Stmt = gemm_nest(lk, m_n, n_n, k_n, t, lambda m, mo, mi, k: a[[*ab, m, k]], b_at,
-                        lambda m, n: (out_buf, (*bv, m, n)), epi, epi_map, block_cols, prologue)
-    for v, d in reversed(list(zip(bv, batch, strict=True))):
-        g = For(v, d, g)
+                        lambda m, n: (out_buf, (*bv, m, n)), epi, epi_map, block_cols, prologue, m_run=m_run)
+    if by_batch:
+        g = _parallel_batch(g, vbatch, nbatch, 2 * m_n * n_n * k_n, sched)
+    else:
+        g = _batch_loops(lk, g, [v for v in bv if isinstance(v, Var)], batch)
     return finish(lk, [g], 2 * nbatch * m_n * n_n * k_n + epi_flops)
 
 
-def _pack_prologue(b: Tensor, bb: list[Expr], bs: Buffer, n_n: int, block_cols: int, width: int):  # type: ignore[no-untyped-def]
-    """``bs[k, j] = B[k, nb * block + j]`` for one column block (columns past N read column N - 1:
-    those lanes are never stored)."""
-    k_n = bs.shape[0]
+def _batch_loops(lk: LoweredKernel, g: Stmt, bv: list[Var], batch: tuple[int, ...]) -> Stmt:
+    """``g`` in the loops over the broadcast batch dims, outermost first; the outermost bounded by the
+    run-time batch size when it is one (``compiler.schedule.batch``)."""
+    dim = active()
+    for q, (v, d) in reversed(list(enumerate(zip(bv, batch, strict=True)))):
+        lead = dim.rows(d) if dim is not None and q == 0 else None
+        g = For(v, d, g, bound=lead[1] if lead else None)
+        if lead:
+            mark(lk, f"the outer batch loop {v.name} runs {expr_str(lead[1])} of its {d} iterations "
+                     f"(N at run time, {lead[0]} per sample)")
+    return g
+
+
+def _parallel_batch(g: Stmt, vbatch: Var, nbatch: int, flops: int, sched: list[str]) -> Stmt:
+    """``for b in 0..nbatch (parallel): g`` with ``g``'s tile loops made serial (module docstring)."""
+    for st in walk_stmts(g):
+        if isinstance(st, For) and st.var.name in ("mo", "nt"):  # row or column tiles (tile_order)
+            st.kind = "serial"
+    sched[:] = [x for x in sched if not x.startswith(("parallel(mo)", "parallel(nt)"))]
+    sched.append(f"fuse(batch) -> b, parallel(b)  # {nbatch} GEMMs of {flops} FLOP each "
+                 f"(<= {BATCH_PARALLEL_FLOPS:g}): whole GEMMs per task, one launch, row tiles serial")
+    return For(vbatch, nbatch, g, "parallel")
+
+
+def _pack_prologue(b: Tensor, bb: list[Expr], bs: Buffer, n_n: int, block_cols: int, width: int,  # type: ignore[no-untyped-def]
+                   lead: tuple[Expr, ...] = ()):
+    """``bs[*lead, k, j] = B[k, nb * block + j]`` for one column block (columns past N read column
+    N - 1: those lanes are never stored); ``lead`` indexes a per-batch slice of the scratch."""
+    k_n = bs.shape[-2]
     vk, vjo, vji = Var("pk"), Var("pj_o"), Var("pj_i")
 
     def prologue(vb: Expr) -> Stmt:
         j = add(mul(vjo, width), vji)
         n = add(mul(vb, block_cols), j)
         src = b[[*bb, vk, emin(n, n_n - 1) if n_n % block_cols else n]]
-        return For(vk, k_n, For(vjo, block_cols // width, For(vji, width, Store(bs, (vk, j), src), "vectorized")))
+        return For(vk, k_n, For(vjo, block_cols // width, For(vji, width, Store(bs, (*lead, vk, j), src),
+                                                               "vectorized")))
     return prologue
 
 

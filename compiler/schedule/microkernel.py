@@ -34,36 +34,32 @@ import numpy as np
 
 from ..ir import FusedGroup
 from ..loops.ir import (
-    Bin,
     Buffer,
     Expr,
     Float,
     For,
-    If,
     Int,
     Load,
-    Stmt,
-    Store,
     Var,
     add,
     mul,
-    select,
-    substitute,
 )
 from ..loops.lower import LoweredKernel
-from ..loops.ops_nn import _geom, _window
+from ..loops.ops_nn import _geom
 from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to
 from ..targets import Target
+from .batch import batch_rows
+from .conv_blocked import blocked_conv, im2col, im2col_lanes
 from .conv_nchwc import nchwc_conv
 from .conv_se import channel_scale, try_global_pool
 from .depthwise import direct_conv, prefers_direct
 from .gemm import (
-    L2_BLOCK_BYTES,
     VIRTUAL,
     Tile,
     add_const,
     add_scratch,
+    column_block_bytes,
     epilogue,
     epilogue_flops,
     finish,
@@ -71,7 +67,10 @@ from .gemm import (
     lower_around,
     pick_tile,
     probe_buffer,
+    tuned_tile,
 )
+from .knobs import choose
+from .pool import try_pool
 from .rows import try_row_kernel
 
 ANCHORS = ("Conv", "Gemm", "MatMul", "NchwcConv")
@@ -81,7 +80,8 @@ def try_microkernel(node: Any, kernel: str, opset: int, target: Target) -> Lower
     """The micro-kernel version of a group whose anchor is Conv/Gemm/MatMul, the row kernel of a
     Softmax/LogSoftmax/LayerNormalization group (``compiler.schedule.rows``), or None if none fits."""
 
-    rk = try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)
+    rk = (try_row_kernel(node, kernel, opset, target) or try_global_pool(node, kernel, opset, target)
+          or try_pool(node, kernel, opset, target))
     if rk is not None:
         return rk
 
@@ -155,14 +155,15 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         return None
     if prefers_direct(groups, mg, k_n, pick_tile(co, width).mr, not direct):
         return direct_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb), width)
-    t = pick_tile(mg, width)
-    t.nv = 2
+    if groups == 1 and kh * kw > 1 and scale is None:  # a strided 1x1 keeps the GEMM nest: measured faster
+        return blocked_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb, in_sp, out_sp), width)
+    t = tuned_tile(mg, n_n, width, nv=2)
     mr, nr = t.mr, t.nr
     tiles_m = -(-mg // mr)
     wp = np.zeros((groups, tiles_m * mr, k_n), np.float32)
     wp[:, :mg] = np.asarray(w.const, np.float32).reshape(groups, mg, k_n)
-    wp = wp.reshape(groups, tiles_m, mr, k_n).transpose(0, 1, 3, 2)
-    wbuf = add_const(lk, "wpack", wp, f"{node.label}.W packed [G, Co/G/{mr}, K, {mr}]")
+    wpack = wp.reshape(groups, tiles_m, mr, k_n).transpose(0, 1, 3, 2)
+    wbuf = add_const(lk, "wpack", wpack, f"{node.label}.W packed [G, Co/G/{mr}, K, {mr}]")
     vn, vg = Var("n"), Var("g")
     sched = lk.func.attrs.setdefault("schedule", [])
     sched.append(f"pack(W: [{co}, {cg}, {kh}, {kw}] -> [{groups}, {tiles_m}, {k_n}, {mr}])  # at compile time")
@@ -180,11 +181,13 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
             sched.append(f"prologue(B row k *= {scale.name}[k])  # the excitation's per-channel scale, applied as "
                          "each row is read: the scaled activation is never stored")
     else:
-        rows = max(1, min(oh, L2_BLOCK_BYTES // max(1, k_n * 4 * ow)))
+        budget = column_block_bytes(target.l2_bytes, 4 * mg * k_n, 4 * k_n * n_n, 4 * mr * k_n)
+        rows = max(1, min(oh, budget // max(1, k_n * 4 * ow)))
+        rows = int(choose("block_rows", rows, sorted({oh, *(1 << i for i in range(10) if 1 << i < oh)})))
         block_cols = rows * ow
         col = add_scratch(lk, "col", (k_n, block_cols + nr))
-        prologue = _im2col(xbuf, col, vn, vg, cg, rows, (kh, kw), (oh, ow), width, (st, dil, pb, in_sp, out_sp))
-        lanes = next((v for v in (width, 8, 4) if v <= width and ow % v == 0), None)
+        prologue = im2col(xbuf, col, vn, vg, cg, rows, (kh, kw), (oh, ow), width, (st, dil, pb, in_sp, out_sp))
+        lanes = im2col_lanes(ow, width)
         sched.append(f"im2col(X -> col[{k_n}, {block_cols}]) compute_at nb  # {rows} output rows per block, "
                      "padding as zeros (masked loads)" + (f", vectorize(ox, {lanes})" if lanes else ""))
 
@@ -195,39 +198,10 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     g = gemm_nest(lk, mg, n_n, k_n, t, lambda m, mo, mi, k: Load(wbuf, (vg, mo, k, mi)), b_at,
                   lambda m, n: (ov, (vn, add(mul(vg, mg), m), n)), epi,
                   lambda m, n: {vs[0].name: vn, vs[1].name: add(mul(vg, mg), m), vs[2].name: Int(0),
-                                vs[3].name: n}, block_cols, prologue)
+                                vs[3].name: n}, block_cols, prologue,
+                  block_bytes=column_block_bytes(target.l2_bytes, 4 * mg * k_n, 4 * k_n * n_n, 4 * mr * k_n))
     body = For(vg, groups, g)
     return finish(lk, [For(vn, nb_, body)], nb_ * (2 * co * n_n * k_n + epilogue_flops(epi) * co * n_n))
-
-
-def _im2col(xbuf: Buffer, col: Buffer, vn: Var, vg: Var, cg: int, rows: int, ks: tuple[int, int],
-            out_hw: tuple[int, int], width: int, geom: Any):  # type: ignore[no-untyped-def]
-    """The im2col of ``rows`` output rows per column block: ``col[(ci, kh, kw), oy * OW + ox]``."""
-    kh, kw = ks
-    oh, ow = out_hw
-    st, dil, pb, in_sp, out_sp = geom
-    vc, vh, vw, vy, vx = (Var(s) for s in ("ci", "kh", "kw", "oy", "ox"))
-    lanes = next((v for v in (width, 8, 4) if v <= width and ow % v == 0), None)
-
-    def prologue(vb: Expr) -> Stmt:
-        oy = add(mul(vb, rows), vy)
-        pos, cond = _window([oy, vx], [vh, vw], st, dil, pb, in_sp, out_sp, [kh, kw])
-        val: Expr = Load(xbuf, (vn, add(mul(vg, cg), vc), pos[0], pos[1]))
-        if cond is not None:
-            val = select(cond, val, Float(0.0))
-        kidx = add(mul(add(mul(vc, kh), vh), kw), vw)
-        inner: Stmt = Store(col, (kidx, add(mul(vy, ow), vx)), val)
-        if lanes is not None and lanes < ow:
-            vxo, vxi = Var("ox_o"), Var("ox_i")
-            ox = add(mul(vxo, lanes), vxi)
-            inner = For(vxo, ow // lanes, For(vxi, lanes, Store(col, (kidx, add(mul(vy, ow), ox)),
-                                                                substitute(val, {"ox": ox})), "vectorized"))
-        else:
-            inner = For(vx, ow, inner, "vectorized" if lanes == ow else "serial")
-        if oh % rows:
-            inner = If(Bin("<", oy, Int(oh)), inner)
-        return For(vc, cg, For(vh, kh, For(vw, kw, For(vy, rows, inner))))
-    return prologue
 
 
 def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,
@@ -249,14 +223,15 @@ def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
     if ep is None:
         return None
     epi, vs = ep
-    t = pick_tile(m_n, target.vector_width_f32)
+    t = tuned_tile(m_n, n_n, target.vector_width_f32)
     bbuf = pack_b(lk, bm * alpha, t.nr, f"{node.label}.B", "(transB)" if tb else "", alpha)
 
     def a_at(m: Expr, mo: Expr, mi: Expr, k: Expr) -> Expr:
         return Load(abuf, (k, m) if ta else (m, k))
 
     g = gemm_nest(lk, m_n, n_n, k_n, t, a_at, packed_b(bbuf, t), lambda m, n: (out_buf, (m, n)), epi,
-                  lambda m, n: {vs[0].name: m, vs[1].name: n})
+                  lambda m, n: {vs[0].name: m, vs[1].name: n}, m_run=None if ta else batch_rows(lk, m_n, "Gemm's M"),
+                  split_b=True)
     return finish(lk, [g], 2 * m_n * n_n * k_n + epilogue_flops(epi) * m_n * n_n)
 
 

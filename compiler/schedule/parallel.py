@@ -3,7 +3,8 @@
 Applied after a kernel's own schedule (``compiler.driver.lower.lower_graph``), to each kernel:
 
 - Kernels whose schedule already names a parallel axis keep it: the micro-kernel GEMM's row tiles
-  (``mo``: Conv output-channel blocks, MatMul/Gemm M tiles; ``compiler.schedule.gemm``), the row
+  (``mo``: Conv output-channel blocks, MatMul/Gemm M tiles; ``compiler.schedule.gemm``) or column
+  tiles (``nt``: the cache-blocked dense Conv, ``compiler.schedule.conv_blocked``), the row
   kernels' rows (Softmax, LayerNormalization: ``compiler.schedule.rows``), depthwise Conv's groups.
 - Every other compute (elementwise, broadcast, injective, pooling, reductions: ``attrs["computes"]``,
   the output loops of each compute of ``compiler.loops.compute``) gets its outermost output loop with
@@ -29,11 +30,13 @@ runtime's pool has threads (``compiler.codegen.parallel``), so one compiled kern
 from __future__ import annotations
 
 from ..loops.ir import Allocate, For, If, PrimFunc, Seq, Stmt
+from .knobs import choose
 
 MIN_TASK_US = 10.0  # work per launch below which a loop stays serial (µs, estimated single-thread)
 FLOP_RATE = 50e3  # FLOP per µs assumed (50 GFLOP/s: vectorized but not register-tiled code)
 BYTE_RATE = 20e3  # bytes per µs assumed (20 GB/s: one core's streaming bandwidth)
 MIN_EXTENT = 8
+GEMM_TILES = ("mo", "nt")  # the parallel tile loop of a GEMM column block: row tiles, or column tiles (conv_blocked)
 MAX_LAUNCHES = 16
 
 
@@ -79,12 +82,12 @@ def _iterations(s: Stmt) -> int:
     return 1
 
 
-def _prologues(func: PrimFunc, sched: list[str]) -> set[int]:
+def _prologues(func: PrimFunc, sched: list[str], grain: float) -> set[int]:
     """Mark the outermost loop of each GEMM column-block prologue parallel (module docstring); returns
     the ids of the loops marked."""
     marked: set[int] = set()
     for f, _ in list(_loops(func.body)):
-        if not isinstance(f.body, Seq) or not any(isinstance(x, For) and x.kind == "parallel" and x.var.name == "mo"
+        if not isinstance(f.body, Seq) or not any(isinstance(x, For) and x.kind == "parallel" and x.var.name in GEMM_TILES
                                                   for x in f.body.stmts):
             continue
         for pro in f.body.stmts:
@@ -92,7 +95,7 @@ def _prologues(func: PrimFunc, sched: list[str]) -> set[int]:
                 break
             if isinstance(pro, For) and pro.kind == "serial" and pro.extent >= 2:
                 per = 8 * _iterations(pro) / BYTE_RATE
-                if per >= MIN_TASK_US:
+                if per >= grain:
                     pro.kind = "parallel"
                     marked.add(id(pro))
                     sched.append(f"parallel({pro.var.name})  # the column block's prologue: each iteration fills "
@@ -100,11 +103,31 @@ def _prologues(func: PrimFunc, sched: list[str]) -> set[int]:
     return marked
 
 
+GRAIN_CHOICES = (2, 5, 10, 20, 50, "serial")
+
+
+def _grain(func: PrimFunc) -> float:
+    """The work per launch (µs) below which a parallel loop stays serial: :data:`MIN_TASK_US`, the
+    default of the tunable knob ``grain_us`` (``compiler.schedule.knobs``; ``"serial"``: no parallel
+    loop), asked only of a kernel that has a candidate parallel loop."""
+    if not any(f.kind == "parallel" for f, _ in _loops(func.body)) and not any(
+            _pick(func, out) is not None for out in func.attrs.get("computes", [])) and not _has_prologue(func):
+        return MIN_TASK_US
+    g = choose("grain_us", int(MIN_TASK_US), GRAIN_CHOICES)
+    return float("inf") if g == "serial" else float(g)
+
+
+def _has_prologue(func: PrimFunc) -> bool:
+    return any(isinstance(f.body, Seq) and any(isinstance(x, For) and x.var.name == "mo" for x in f.body.stmts)
+               for f, _ in _loops(func.body))
+
+
 def plan_parallel(func: PrimFunc) -> PrimFunc:
     """Choose ``func``'s parallel loops in place (module docstring); returns ``func``."""
     sched = func.attrs.setdefault("schedule", [])
     est = estimated_us(func)
-    pro = _prologues(func, sched)
+    grain = _grain(func)
+    pro = _prologues(func, sched, grain)
     if not any(f.kind == "parallel" for f, _ in _loops(func.body)):
         for out_loops in func.attrs.get("computes", []):
             f = _pick(func, out_loops)
@@ -115,10 +138,11 @@ def plan_parallel(func: PrimFunc) -> PrimFunc:
         if f.kind != "parallel" or id(f) in pro:
             continue  # a prologue's loop was judged on its own work above
         per = est / max(launches, 1)
-        if per < MIN_TASK_US:
+        if per < grain:
             f.kind = "serial"
-            sched.append(f"serial({f.var.name})  # ~{per:.3g} us of work per launch ({launches} launches), below the "
-                         f"{MIN_TASK_US:g} us parallel threshold")
+            sched.append(f"serial({f.var.name})  # grain_us=serial: no parallel loop" if grain == float("inf") else
+                         f"serial({f.var.name})  # ~{per:.3g} us of work per launch ({launches} launches), below the "
+                         f"{grain:g} us parallel threshold")
         else:
             sched.append(f"# {f.var.name}: {f.extent} iterations split into tasks over the pool's threads "
                          f"(~{per:.3g} us per launch, {launches} launch{'es' if launches > 1 else ''})")

@@ -38,7 +38,7 @@ def _rewrite(s: Stmt, fn: Callable[[For], Stmt | None]) -> tuple[Stmt, bool]:
         if r is not None:
             return r, True
         body, hit = _rewrite(s.body, fn)
-        return For(s.var, s.extent, body, s.kind), hit
+        return For(s.var, s.extent, body, s.kind, s.bound), hit
     if isinstance(s, Seq):
         out, hit = [], False
         for x in s.stmts:
@@ -68,6 +68,8 @@ def split(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
     outer, inner = f"{var}_o", f"{var}_i"
 
     def fn(f: For) -> Stmt:
+        if f.bound is not None:
+            raise ScheduleError(f"{func.name}: {var} has a run-time bound; it is not split")
         if f.extent % factor:
             raise ScheduleError(f"{func.name}: split factor {factor} does not divide {var}'s extent {f.extent}")
         vo, vi = Var(outer), Var(inner)
@@ -89,7 +91,7 @@ def split_guarded(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
         if isinstance(s, Store):
             return s if s.buf.scope == "local" else If(cond, s)
         if isinstance(s, For):
-            return For(s.var, s.extent, guard(s.body, cond), s.kind)
+            return For(s.var, s.extent, guard(s.body, cond), s.kind, s.bound)
         if isinstance(s, Seq):
             return Seq([guard(x, cond) for x in s.stmts])
         if isinstance(s, Allocate):
@@ -99,6 +101,8 @@ def split_guarded(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
         return s
 
     def fn(f: For) -> Stmt:
+        if f.bound is not None:
+            raise ScheduleError(f"{func.name}: {var} has a run-time bound; it is not split")
         vo, vi = Var(outer), Var(inner)
         idx = add(mul(vo, factor), vi)
         body = substitute_stmt(f.body, {var: idx})
@@ -112,7 +116,7 @@ def split_guarded(func: PrimFunc, var: str, factor: int) -> tuple[str, str]:
 
 def _kind(func: PrimFunc, var: str, kind: str) -> None:
     verb = {"vectorized": "vectorize", "unrolled": "unroll", "parallel": "parallel", "serial": "serial"}[kind]
-    _apply(func, var, lambda f: For(f.var, f.extent, f.body, kind), f"{verb}({var})")
+    _apply(func, var, lambda f: For(f.var, f.extent, f.body, kind, f.bound), f"{verb}({var})")
 
 
 def vectorize(func: PrimFunc, var: str) -> None:
@@ -136,7 +140,7 @@ def reorder(func: PrimFunc, outer: str, inner: str) -> None:
         if not isinstance(f.body, For) or f.body.var.name != inner:
             raise ScheduleError(f"{func.name}: {inner} is not directly nested in {outer}")
         g = f.body
-        return For(g.var, g.extent, For(f.var, f.extent, g.body, f.kind), g.kind)
+        return For(g.var, g.extent, For(f.var, f.extent, g.body, f.kind, f.bound), g.kind, g.bound)
 
     _apply(func, outer, fn, f"reorder({inner}, {outer})")
 

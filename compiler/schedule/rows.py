@@ -14,6 +14,10 @@ f32 width; the last ``N mod W`` elements as one shorter vector, so no lane reads
   computes it up to the order of the sums), sweep 3 stores ``(x - mean) * (1 / sqrt(var + epsilon))``
   through the epilogue (``* scale + bias`` and any elementwise op fused after it).
 
+The knob ``row_vectors`` (``compiler.schedule.knobs``; default 1) widens the sweeps and the
+partial statistics to 2 or 4 vectors of W lanes: as many independent chains of adds (or maxima)
+per row, the rest of the row as one shorter vector.
+
 Semantics: the ONNX operator specs. The partial sums are per lane and then added lane by lane: the
 summation order differs from the sequential one (a reassociation), within float rounding (the
 tests compare with ONNX Runtime at rtol 1e-5). Everything the group computes before the op (a fused
@@ -53,8 +57,10 @@ from ..loops.registry import LowerCtx
 from ..loops.tensor import Tensor, broadcast_to, unravel
 from ..targets import Target
 from .gemm import VIRTUAL, epilogue, finish, replace_anchor
+from .knobs import choose
 
 ROW_OPS = ("Softmax", "LogSoftmax", "LayerNormalization")
+ROW_VECTORS = (1, 2, 4)  # choices of the knob row_vectors: vectors of W lanes per sweep step
 Sweep = Callable[[Expr, Var], Stmt]  # (column index j, lane var) -> statement of the vectorized body
 
 
@@ -178,7 +184,10 @@ def _build(lk: LoweredKernel, op: str, x: Tensor, shape: tuple[int, ...], axis: 
     epi, vs = ep
     rows_shape, cols_shape = shape[:axis], shape[axis:]
     n_rows, n_cols = math.prod(rows_shape), math.prod(cols_shape)
-    width = target.vector_width_f32
+    # the row statistics as ROW_VECTORS x W lanes: that many independent add/max chains per sweep (one
+    # chain is bound by the add's latency); the default keeps one vector (W lanes)
+    width = target.vector_width_f32 * int(choose("row_vectors", 1, [v for v in ROW_VECTORS
+                                                                    if v * target.vector_width_f32 <= n_cols]))
     vr = Var("r")
     ri = unravel(vr, rows_shape)
 

@@ -147,9 +147,11 @@ def test_onnx_backend_test_runner_accepts_the_backend():
 _ = onnx
 
 
-def test_silero_vad_with_if_and_lstm_matches_onnxruntime():
+@pytest.mark.parametrize("batch", [1, 3])
+def test_silero_vad_with_if_and_lstm_matches_onnxruntime(batch):
     """Issue 6 item 5: silero_vad (If, LSTM, dynamic shapes) through the backend vs ONNX Runtime,
-    two consecutive 512-sample chunks with the state carried between them."""
+    two consecutive 512-sample chunks with the state carried between them; at batch 3 its LSTM's
+    unbatched-input branch (which would Squeeze the batch) is the untaken one (issue 13)."""
     import onnxruntime as ort
 
     from compiler import samples
@@ -160,10 +162,10 @@ def test_silero_vad_with_if_and_lstm_matches_onnxruntime():
         pytest.skip(f"silero_vad sample not available: {e}")
     rep = PrismBackend.prepare(onnx.load(str(path)), isolate=False)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    state = np.zeros((2, 1, 128), np.float32)
+    rng = np.random.default_rng(batch)
+    state = np.zeros((2, batch, 128), np.float32)
     for _ in range(2):
-        feeds = {"input": (rng.standard_normal((1, 512)) * 0.3).astype(np.float32), "state": state,
+        feeds = {"input": (rng.standard_normal((batch, 512)) * 0.3).astype(np.float32), "state": state,
                  "sr": np.array(16000, np.int64)}
         ours = rep.run(feeds)
         ref = sess.run(None, feeds)

@@ -56,3 +56,12 @@ def test_samples_are_listed_and_cached() -> None:
     assert p.parent == cache_dir() and p.stat().st_size > 1_000_000
     mtime = p.stat().st_mtime_ns
     assert fetch("ppocr_v4_det") == p and p.stat().st_mtime_ns == mtime  # reused, not downloaded again
+
+
+def test_cli_a_bad_option_value_is_a_one_line_error(squeezenet_path, capsys) -> None:
+    for text, words in (("quantize{dtype=int4}", "option 'dtype' = int4 is not one of: int8, bf16, fp16"),
+                        ("O2,fuse-ops{max-group-size=0}", "option 'max-group-size' = 0 must be at least 1")):
+        rc = main(["compile", str(squeezenet_path), "--pipeline", text, "--no-backend"])
+        err = capsys.readouterr().err
+        assert rc == 2
+        assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err

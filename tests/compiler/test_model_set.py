@@ -1,7 +1,8 @@
 """The model set end to end through the graph pipeline (issue 2, "Done when"): every model imports,
 runs O2, and passes ``--check-passes`` (after every pass the exported IR, run by ONNX Runtime,
 matches ONNX Runtime on the original model, rtol 1e-4, atol 1e-5). The light_* models use seeded
-random weights (their own are all 0.02 and would prove nothing)."""
+random weights (their own are all 0.02 and would prove nothing). `make test` checks the models of
+IN_CI, `make test-all` every model."""
 
 from __future__ import annotations
 
@@ -14,10 +15,16 @@ from compiler.passes.pipeline import parse_pipeline
 from compiler.samples import randomized
 from tests.compiler.conftest import LIGHT_DIR, LIGHT_MODELS, WHEEL_SHAPES, wheel_model
 
-pytestmark = pytest.mark.slow
+# CI (make test) checks the passes on a residual CNN, a multi-branch CNN, a real detector and a
+# recurrent model with control flow; the other models of the set are `slow` (make test-all)
+IN_CI = {"light_resnet50", "light_inception_v1", "yolov8n", "silero_vad"}
 
 
-@pytest.mark.parametrize("name", LIGHT_MODELS)
+def _ci_or_slow(names: list[str]) -> list:
+    return [n if n in IN_CI else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _ci_or_slow(LIGHT_MODELS))
 def test_light_model_o2_check_passes(name: str) -> None:
     proto = randomized(LIGHT_DIR / f"{name}.onnx", seed=0)
     r = compiler.compile(proto, pipeline="O2", check_passes=True, backend=False)
@@ -30,7 +37,7 @@ def test_light_model_o2_check_passes(name: str) -> None:
     assert r.graph is not None and r.graph.groups()
 
 
-@pytest.mark.parametrize("name", sorted(WHEEL_SHAPES))
+@pytest.mark.parametrize("name", _ci_or_slow(sorted(WHEEL_SHAPES)))
 def test_wheel_model_o2_check_passes(name: str) -> None:
     r = compiler.compile(wheel_model(name), pipeline="O2", input_shapes=WHEEL_SHAPES[name], check_passes=True,
                          backend=False)

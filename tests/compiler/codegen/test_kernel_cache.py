@@ -170,15 +170,16 @@ def test_threads_compiling_the_same_kernel_compile_it_once(monkeypatch):
     assert sum(not k.cached for k in out) == 1 and len({k.obj for k in out}) == 1
 
 
-def test_one_target_machine_per_target_across_threads(monkeypatch):
-    monkeypatch.setattr(cg, "_TM", {})
+def test_one_target_machine_per_target_and_thread(monkeypatch):
+    monkeypatch.setattr(cg, "_TM", threading.local())
     host = get_target("host")
     barrier = threading.Barrier(6)
 
-    def go(_: int) -> object:
+    def go(_: int) -> tuple[int, int]:
         barrier.wait()
-        return cg.target_machine(host)
+        first = cg.target_machine(host)
+        return id(first), id(cg.target_machine(host))  # the same thread asks again: the same machine
 
     with ThreadPoolExecutor(6) as pool:
-        machines = list(pool.map(go, range(6)))
-    assert len({id(m) for m in machines}) == 1 and list(cg._TM) == [host.name]
+        pairs = list(pool.map(go, range(6)))
+    assert all(a == b for a, b in pairs) and len({a for a, _ in pairs}) == 6  # none shared across threads

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import compiler
 from compiler import CompileError
 from compiler.cli import main as cli_main
+from compiler.errors import CLI_SYNTAX
 from compiler.frontend import load
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,8 +120,17 @@ def test_unbound_dim_message_lists_every_input_and_how_to_bind() -> None:
     with pytest.raises(CompileError) as info:
         load(m)
     msg = info.value.message
-    for words in ("images", "batch", "height", "width", "scale", "n)", "--input-shape images=", "input_shapes="):
+    for words in ("images", "batch", "height", "width", "scale", "n)", 'input_shapes={"images": [<batch>, 3'):
         assert words in msg
+    assert "--input-shape" not in msg  # the API's (and the explorer form's) words, not the command line's
+    token = CLI_SYNTAX.set(True)  # as compiler.cli.main sets it
+    try:
+        with pytest.raises(CompileError) as info:
+            load(m)
+    finally:
+        CLI_SYNTAX.reset(token)
+    assert "--input-shape images=<batch>,3,<height>,<width> --input-shape scale=<n>" in info.value.message
+    assert "input_shapes=" not in info.value.message
 
 
 def test_unknown_op_names_node_and_op() -> None:

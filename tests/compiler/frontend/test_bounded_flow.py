@@ -135,7 +135,7 @@ def test_bounded_results_feeding_ops_match_the_oracle(make) -> None:
     assert len(rep.programs) == 1  # one program serves every count
 
 
-@pytest.mark.parametrize("make", [gather_positive, compress_rows])
+@pytest.mark.parametrize("make", [gather_positive, compress_rows, lambda: nested()])
 def test_compile_verifies_against_onnxruntime(make) -> None:
     res = compiler.compile(make(), benchmark=False)
     assert res.ok, res.error
@@ -167,3 +167,46 @@ def test_an_op_that_cannot_keep_padding_apart_is_named(node, needle) -> None:
     err = info.value
     assert err.stage == "shape" and err.node == node.name and needle in err.message
     assert "NonZero 'nzero'" in err.message
+
+
+def nested() -> onnx.ModelProto:
+    """Bounded ops of bounded results: the positive entries of x (Compress), the positions among them
+    above 0.5 (NonZero of a padded value), and the entries of d at the positions where the positives
+    exceed 1 (Compress with a padded condition), their sum."""
+    return _model([
+        h.make_node("Greater", ["x", "zero"], ["pos"]),
+        h.make_node("Compress", ["x", "pos"], ["p"], axis=0, name="positives"),
+        h.make_node("Greater", ["p", "half"], ["big"]),
+        h.make_node("NonZero", ["big"], ["where_big"], name="where_big"),
+        h.make_node("Greater", ["p", "one"], ["huge"]),
+        h.make_node("Compress", ["d", "huge"], ["picked"], axis=0, name="pick"),
+        h.make_node("ReduceSum", ["picked"], ["total"], keepdims=0),
+    ], [_vi("x", shape=[8]), _vi("d", shape=[8])],
+        [_vi("where_big", T.INT64, [1, "k"]), _vi("picked", shape=["j"]), _vi("total", shape=[])],
+        [_c("zero", np.float32(0)), _c("half", np.float32(0.5)), _c("one", np.float32(1))])
+
+
+def test_nested_bounded_ops_match_the_oracle() -> None:
+    m = nested()
+    rep = PrismBackend.prepare(m, isolate=False)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(8).astype(np.float32) * 2 for _ in range(4)]
+    xs += [np.full(8, -1, np.float32), np.full(8, 3, np.float32)]  # nothing positive, everything huge
+    for x in xs:
+        feeds = {"x": x, "d": rng.standard_normal(8).astype(np.float32)}
+        got = rep.run([feeds["x"], feeds["d"]])
+        for ref in (ReferenceEvaluator(m).run(None, feeds), sess.run(None, feeds)):
+            for g, r in zip(got, ref, strict=True):
+                assert g.shape == r.shape
+                np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+    assert len(rep.programs) == 1
+
+
+def test_a_nested_bounded_op_that_could_select_padding_is_named() -> None:
+    m = _model([h.make_node("NonZero", ["x"], ["nz"], name="nzero"), h.make_node("Unique", ["nz"], ["u"], name="uniq")],
+               [_vi("x", shape=[4])], [_vi("u", T.INT64, None)])
+    with pytest.raises(CompileError) as info:
+        PrismBackend.prepare(m, isolate=False).run([np.array([1, 0, 2, 0], np.float32)])
+    assert info.value.node == "uniq" and "supported only as NonZero of it or Compress with a padded condition" \
+        in info.value.message

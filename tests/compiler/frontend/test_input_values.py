@@ -5,6 +5,8 @@ Expected outputs come from ONNX Runtime running the original model with the valu
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -121,7 +123,8 @@ def test_unbound_if_condition_is_decided_at_run_time_never_guessed() -> None:
     assert res.ok, res.error
     (decision,) = next(e for e in res.events if e["type"] == "graph.fused")["control"]
     assert decision["node"] == "select" and "evaluated at run time" in decision["decision"]
-    assert "input 'mode'" in decision["decision"] and "--input-value mode=V" in decision["decision"]
+    assert "input 'mode'" in decision["decision"] and "input_values={'mode': [V]}" in decision["decision"]
+    assert "--input-value" not in decision["decision"]  # the API's caller is told its field, not a CLI flag
     # a data-dependent condition (from a float input): decided at run time, no value to bind
     m = if_on_mode()
     m.graph.node[0].CopyFrom(h.make_node("ReduceSum", ["x"], ["c0"], keepdims=0))
@@ -194,6 +197,9 @@ def test_cli_input_value(tmp_path, capsys) -> None:
     assert cli_main(["compile", str(path), "--input-value", "mode=1", "--verify", "--pipeline", "O1"]) == 0
     out = capsys.readouterr().out
     assert "input value: mode = 1" in out and "verification: passed" in out
+    assert cli_main(["compile", str(path), "--pipeline", "O1", "--json"]) == 0  # unbound: decided at run time
+    (decision,) = json.loads(capsys.readouterr().out)["fusion"]["control"]
+    assert "bind it with --input-value mode=V" in decision["decision"] and "input_values" not in decision["decision"]
     assert cli_main(["compile", str(path), "--input-value", "mode=1,2", "--no-backend"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "input value for 'mode'" in err[0]

@@ -121,6 +121,61 @@ def test_malformed_pipelines(text: str, words: str) -> None:
     assert info.value.stage == "request" and words in info.value.message
 
 
+BAD_VALUES = [  # (pipeline, pass, what the error says): the allowed values as each pass documents them
+    ("quantize{dtype=int4}", "quantize", "option 'dtype' = int4 is not one of: int8, bf16, fp16"),
+    ("O2,quantize{calibration=kl}", "quantize",
+     "option 'calibration' = kl is not one of: minmax, percentile, entropy"),
+    ("quantize{activation=u16}", "quantize", "option 'activation' = u16 is not one of: u8, s8"),
+    ("quantize{reduce-range=maybe}", "quantize", "option 'reduce-range' = maybe is not one of: auto, true, false"),
+    ("quantize{calibration=percentile percentile=101}", "quantize",
+     "option 'percentile' = 101.0 must be at least 0.0 and at most 100.0"),
+    ("quantize{min-top1=1.5}", "quantize", "option 'min-top1' = 1.5 must be at least 0.0 and at most 1.0"),
+    ("fuse-ops{max-group-size=0}", "fuse-ops", "option 'max-group-size' = 0 must be at least 1"),
+    ("plan-memory{alignment=48}", "plan-memory", "option 'alignment' = 48 must be a power of two"),
+    ("plan-memory{alignment=0}", "plan-memory", "option 'alignment' = 0 must be a power of two"),
+    ("fuse-siblings{min-siblings=1}", "fuse-siblings", "option 'min-siblings' = 1 must be at least 2"),
+    ("convert-layout{block=-8}", "convert-layout", "option 'block' = -8 must be at least 0"),
+    ("fixed-point(inline-control-flow{max-rounds=0})", "inline-control-flow",
+     "option 'max-rounds' = 0 must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("text,pass_name,words", BAD_VALUES)
+def test_a_bad_option_value_is_refused_at_parse_naming_pass_option_value_and_allowed(text, pass_name, words) -> None:
+    with pytest.raises(CompileError) as info:
+        parse_pipeline(text)
+    err = info.value
+    assert err.stage == "request" and err.pass_name == pass_name
+    assert err.message == f"pass {pass_name!r}: {words}"
+
+
+def test_a_bad_group_option_value_is_refused() -> None:
+    with pytest.raises(CompileError) as info:
+        parse_pipeline("fixed-point{max-iterations=0}(unroll-rnn)")
+    assert info.value.message == "fixed-point: option 'max-iterations' = 0 must be at least 1"
+
+
+@pytest.mark.parametrize("text", ["quantize{dtype=bf16}", "quantize{dtype=fp16 calibration=entropy}",
+                                  "quantize{percentile=100 min-top1=1 reduce-range=false activation=s8}",
+                                  "plan-memory{alignment=1}", "fuse-ops{max-group-size=1}", "convert-layout{block=0}"])
+def test_allowed_values_at_the_bounds_parse(text: str) -> None:
+    assert parse_pipeline(parse_pipeline(text).text()).text() == parse_pipeline(text).text()
+
+
+def test_a_pass_built_directly_checks_its_option_values_too() -> None:
+    with pytest.raises(ValueError, match="pass 'quantize': option 'dtype' = int4 is not one of: int8, bf16, fp16"):
+        REGISTRY["quantize"](dtype="int4")
+
+
+def test_listed_options_say_what_is_allowed() -> None:
+    from compiler import list_passes
+
+    opts = {p["name"]: {o["name"]: o for o in p["options"]} for p in list_passes()}
+    assert opts["quantize"]["dtype"]["allowed"] == "int8, bf16, fp16"
+    assert opts["plan-memory"]["alignment"]["allowed"] == "a power of two"
+    assert opts["quantize"]["exclude"]["allowed"] == "any str"
+
+
 def test_a_preset_in_a_list_expands_in_place_and_quantize_runs_before_fusion() -> None:
     text = parse_pipeline("O2,quantize{dtype=int8}").text()
     names = [p.name for p in parse_pipeline(text).level("graph").passes]

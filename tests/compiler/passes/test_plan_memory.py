@@ -99,7 +99,6 @@ def test_placement_invariants_brute_force(seed):
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
 
-@pytest.mark.slow
 def test_light_resnet50_o2_fusion_and_arena_targets():
     from compiler.frontend import load
     from compiler.passes import REGISTRY, load_passes

@@ -30,7 +30,7 @@ def test_transformer_encoder() -> None:
     _check(ort_quantized(encoder(layers=1, tokens=8, dim=32, heads=2), per_channel=True), {"QLinearMatMul"})
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # make test-all; CI keeps the small CNN and encoder above (and QLinearAdd in test_fold_qdq)
 def test_resnet50() -> None:
     from compiler import samples
 

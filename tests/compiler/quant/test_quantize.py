@@ -11,10 +11,13 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
+from onnxruntime.quantization.quant_utils import quantize_data
 from qmodels import calibration, small_cnn
 
 import compiler
-from compiler.quant import accuracy, calibrate
+from compiler.ir import FusedGroup
+from compiler.quant import accuracy, calibrate, evaluate, insert
+from compiler.targets import get_target
 
 
 def _cal(model: onnx.ModelProto, n: int = 8) -> dict[str, np.ndarray]:
@@ -81,6 +84,10 @@ def test_sqnr_matches_an_independent_numpy_computation() -> None:
     want = 10 * np.log10(np.sum(x.astype(np.float64) ** 2) / np.sum((x.astype(np.float64) - y) ** 2))
     assert accuracy.sqnr_db(x, y) == pytest.approx(want, rel=1e-9)
     assert accuracy.sqnr_db(x, x) == math.inf
+    over = y.copy()
+    over[0, 0] = np.inf  # a float16 overflow in the reduced model: no signal is left, not a crash
+    assert accuracy.sqnr_db(x, over) == -math.inf
+    assert evaluate._db(float(np.sum(x.astype(np.float64) ** 2)), math.inf) == -999.0
     assert accuracy.topk_agreement(np.array([[1.0, 2, 3], [3, 2, 1]]), np.array([[1.0, 3, 2], [3, 2, 1]]), 1) == 0.5
 
 
@@ -128,3 +135,43 @@ def test_percentile_and_entropy_clip_a_heavy_tail() -> None:
     assert abs(t - float(np.percentile(a, 99.9))) <= float(a.max()) / calibrate.BINS
     e = calibrate.entropy_threshold(hist, float(a.max()))
     assert 2.0 < e < 20.0
+
+
+@pytest.mark.parametrize("qmax,reduce_range", [(127, False), (64, True)])
+def test_weight_params_match_onnxruntime_quantize_data(qmax: int, reduce_range: bool) -> None:
+    """Symmetric per-channel int8 weights, full range and ORT's reduce_range (7 bits), against ONNX Runtime's
+    own ``quantize_data`` per channel (values and scales)."""
+    w = (np.random.default_rng(3).standard_normal((6, 4, 3, 3)) * 0.3).astype(np.float32)
+    q, s = insert.weight_params(w, 0, qmax)
+    for c in range(w.shape[0]):
+        zp, scale, want = quantize_data(w[c].reshape(-1), T.INT8, True, reduce_range)
+        assert int(zp) == 0 and np.float32(scale) == pytest.approx(s[c], rel=1e-6)
+        np.testing.assert_array_equal(q[c].reshape(-1), want)
+    assert np.abs(q).max() == qmax
+
+
+def test_reduce_range_auto_follows_the_target_and_the_kernels_take_the_u8s8_step() -> None:
+    """reduce-range=auto: 7-bit weights on an AVX2 target without VNNI (the remark says why), 8-bit on an
+    AVX-512 VNNI one; true/false force it; a bad value is a request error naming the option."""
+    m = small_cnn()
+    host = get_target("host").features.split(",")
+    avx2_only = "+avx2" in host and "+avx512vnni" not in host
+    for opt, want in (("", 64 if avx2_only else 127), (" reduce-range=true", 64), (" reduce-range=false", 127)):
+        r = compiler.compile(m, pipeline=f"O2,quantize{{dtype=int8{opt}}}", calibration_data=_cal(m))
+        assert r.ok, r.error
+        rem = [x for e in r.of_type("pass.finished") if e["name"] == "quantize" for x in e["remarks"]
+               if "weight_qmax" in x["data"]]
+        assert rem[0]["data"]["weight_qmax"] == want and f"[-{want}, {want}]" in rem[0]["message"]
+        assert r.of_type("model.accuracy")[-1]["calibration"]["weight_qmax"] == want
+        assert r.of_type("model.verified")[-1]["passed"]
+        g = next(n for n in r.graph.nodes if isinstance(n, FusedGroup) and any(b.op_type == "QLinearConv"
+                                                                                for b in n.body.nodes))
+        conv = next(b for b in g.body.nodes if b.op_type == "QLinearConv")
+        w = g.inputs[g.body.inputs.index(conv.input(3))].const  # the weight, read through the group's input
+        assert int(np.abs(w).max()) == want
+        if avx2_only:
+            steps = [s for e in r.of_type("kernel.lowered") for s in e["schedule"].splitlines() if "int8 dot step" in s]
+            assert steps and all(("vpmaddubsw + vpmaddwd" in s) == (want == 64) for s in steps)
+    bad = compiler.compile(m, pipeline="O2,quantize{dtype=int8 reduce-range=maybe}", backend=False)
+    assert not bad.ok and bad.error["stage"] == "request"
+    assert "'reduce-range' = maybe" in bad.error["message"] and "auto, true, false" in bad.error["message"]

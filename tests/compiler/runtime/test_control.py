@@ -182,7 +182,7 @@ def test_compile_verifies_and_reports_the_decision() -> None:
     assert next(e for e in res.events if e["type"] == "model.verified")["passed"] is True
     fused = next(e for e in res.events if e["type"] == "graph.fused")
     node = next(n for n in fused["nodes"] if n["id"] == "select")
-    assert node["op_type"] == "If" and "--input-value mode=V" in node["control"]["decision"]
+    assert node["op_type"] == "If" and "input_values={'mode': [V]}" in node["control"]["decision"]
     bodies = {b["name"]: b["kernels"] for b in node["control"]["bodies"]}
     assert bodies == {"select.then_branch": ["select.then_branch/fused_mul_0"],
                       "select.else_branch": ["select.else_branch/fused_transpose_0"]}
@@ -222,3 +222,89 @@ def test_long_static_loop_runs_per_step_and_is_timed() -> None:
     assert kernels and all(k.startswith("L.body/") for k in kernels)
     assert kernels <= {e["kernel"] for e in res.events if e["type"] == "kernel.compiled"}
     assert next(e for e in res.events if e["type"] == "model.verified")["passed"] is True
+
+
+def _squeezing_loop() -> onnx.ModelProto:
+    """Loop M times: x = Unsqueeze(Squeeze(x, 0), 0) * 2, with a scan output of x + 1 per iteration;
+    the body is valid only where x's axis 0 is 1."""
+    ax = _c("ax0", np.array([0], np.int64))
+    body = _graph([h.make_node("Squeeze", ["xi", "ax0"], ["sq"]), h.make_node("Unsqueeze", ["sq", "ax0"], ["us"]),
+                   h.make_node("Mul", ["us", "two"], ["xo"]), h.make_node("Add", ["xo", "two"], ["so"]),
+                   h.make_node("Identity", ["ci"], ["co"])], "body",
+                  [_vi("i", T.INT64, []), _vi("ci", T.BOOL, []), _vi("xi", shape=None)],
+                  [_vi("co", T.BOOL, []), _vi("xo", shape=None), _vi("so", shape=[3, 4])])
+    return _model([h.make_node("Loop", ["m", "", "x"], ["y", "scans"], body=body, name="squeezing")],
+                  [_vi("x", shape=[3, 4]), _vi("m", T.INT64, [])], [_vi("y", shape=[3, 4]), _vi("scans", shape=None)],
+                  [ax, _c("two", np.float32(2))])
+
+
+def test_a_loop_body_invalid_at_the_compiled_shapes_fails_only_when_entered() -> None:
+    """Compiled at x [3, 4] with the trip count M known at run time: the body cannot Squeeze axis 0;
+    the compile goes on, M = 0 returns x and an empty scan output as ONNX Runtime does, M = 1 is a
+    run-time error naming the Loop (ONNX Runtime refuses it too)."""
+    m = _squeezing_loop()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    comp = compile_program(m, None)
+    assert isinstance(comp.program, ControlProgram)
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    got = run_program(comp.program, [x, np.array(0, np.int64)])
+    for g, r in zip(got, sess.run(None, {"x": x, "m": np.array(0, np.int64)}), strict=True):
+        assert g.shape == r.shape
+        np.testing.assert_array_equal(g, r)
+    with pytest.raises(Exception):  # noqa: B017 (ONNX Runtime's own error type)
+        sess.run(None, {"x": x, "m": np.array(1, np.int64)})
+    with pytest.raises(CompileError) as info:
+        run_program(comp.program, [x, np.array(1, np.int64)])
+    assert info.value.stage == "run" and info.value.node == "squeezing" and info.value.op == "Loop"
+    assert "Loop 'squeezing' ran its body, which does not compile at the compiled shapes" in info.value.message
+
+
+def _scan(steps: int, valid: bool, scan_outputs: bool = True, axis: int = 0) -> onnx.ModelProto:
+    """Scan over xs [steps, 3, 2] (or [3, steps, 2] with axis=1): s = (s + x_t) * 0.5, scan output the
+    new s; an invalid body first Squeezes axis 0 of the [3, 2] state (valid only where it is 1)."""
+    nodes = [h.make_node("Add", ["s", "xt"], ["s2"]), h.make_node("Mul", ["s2", "w"], ["y"])]
+    if not valid:
+        nodes = [h.make_node("Squeeze", ["s", "ax0"], ["sq"]), h.make_node("Add", ["sq", "xt"], ["s2"]), nodes[1]]
+    outs = [_vi("s2", shape=[3, 2])] + ([_vi("y", shape=[3, 2])] if scan_outputs else [])
+    body = _graph(nodes, "body", [_vi("s", shape=[3, 2]), _vi("xt", shape=[3, 2])], outs)
+    xs = [steps, 3, 2] if axis == 0 else [3, steps, 2]
+    ys = [steps, 3, 2] if axis == 0 else [3, steps, 2]
+    return _model([h.make_node("Scan", ["s0", "xs"], ["final"] + (["ys"] if scan_outputs else []), body=body,
+                               num_scan_inputs=1, scan_input_axes=[axis], name="rnn",
+                               **({"scan_output_axes": [axis]} if scan_outputs else {}))],
+                  [_vi("s0", shape=[3, 2]), _vi("xs", shape=xs)],
+                  [_vi("final", shape=[3, 2])] + ([_vi("ys", shape=ys)] if scan_outputs else []),
+                  [_c("w", np.float32(0.5)), _c("ax0", np.array([0], np.int64))])
+
+
+@pytest.mark.parametrize("valid", [True, False])
+def test_a_scan_of_zero_steps_returns_its_initial_states(valid: bool) -> None:
+    """Zero steps (scan inputs of length 0) never run the body, so a body that does not compile at the
+    per-step shapes does not matter: the final state is the initial one (onnx.reference, for the form
+    without scan outputs, which it supports) and each scan output is empty with the body's declared
+    per-step shape and a 0-length axis at its scan_output_axes entry (the ONNX Scan spec: the stack of
+    no values; ONNX Runtime and onnx.reference refuse this form). This failed with an internal
+    IndexError (a Concat of nothing)."""
+    s0 = np.random.default_rng(2).standard_normal((3, 2)).astype(np.float32)
+    m = _scan(0, valid, scan_outputs=False)
+    got = run_program(compile_program(m, None).program, [s0, np.zeros((0, 3, 2), np.float32)])
+    ref = ReferenceEvaluator(m).run(None, {"s0": s0, "xs": np.zeros((0, 3, 2), np.float32)})
+    np.testing.assert_array_equal(got[0], ref[0])
+    for axis in (0, 1):
+        xs = np.zeros((0, 3, 2) if axis == 0 else (3, 0, 2), np.float32)
+        final, ys = run_program(compile_program(_scan(0, valid, axis=axis), None).program, [s0, xs])
+        np.testing.assert_array_equal(final, s0)
+        assert ys.shape == xs.shape and ys.dtype == np.float32
+
+
+def test_a_scan_body_invalid_at_its_shapes_is_named() -> None:
+    """A Scan that runs its body (a static length over the unroll limit: the runtime runs it) whose body
+    does not compile at the per-step shapes: a compile error naming the Scan and the body's node
+    (ONNX Runtime refuses the model too)."""
+    m = _scan(MAX_UNROLL_STEPS + 8, valid=False)
+    with pytest.raises(Exception):  # noqa: B017 (ONNX Runtime's own error type)
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(CompileError) as info:
+        compile_program(m, None)
+    assert info.value.stage == "shape" and info.value.op == "Scan" and "rnn (Scan): its body does not compile at the " \
+        "per-step types it is given (f32[3, 2], f32[3, 2]): Squeeze:sq (Squeeze): cannot squeeze axis 0" in info.value.message

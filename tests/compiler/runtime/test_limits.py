@@ -7,6 +7,8 @@ under test."""
 
 from __future__ import annotations
 
+import os
+import re
 import tracemalloc
 
 import numpy as np
@@ -65,8 +67,9 @@ def test_constants_over_the_limit_are_refused_naming_the_largest(monkeypatch):
                    [_vi("Y", [4, 256])], [w])
     err = _failed(model)
     assert err["stage"] == "run" and "(PRISM_MAX_CONSTANT_BYTES)" in err["message"]
-    # the weight W is bound packed for the micro-kernel: named after its node and operand
-    assert f"largest constant mm.B packed [N/32, K, 32], {128 * 256 * 4} bytes" in err["message"], err
+    # the weight W is bound packed for the micro-kernel (panels of 2 vectors: 32 columns with AVX-512,
+    # 16 with AVX2): named after its node and operand
+    assert re.search(rf"largest constant mm\.B packed \[N/(\d+), K, \1\], {128 * 256 * 4} bytes", err["message"]), err
 
 
 def test_the_child_runs_under_its_address_space_limit(monkeypatch):
@@ -98,6 +101,18 @@ def test_defaults_follow_the_machine_and_the_environment_overrides(monkeypatch):
     assert lim.child_address_space_bytes == max(m // 2, 4 << 30) and lim.child_cpu_s == 900
     monkeypatch.setenv("PRISM_MAX_INPUT_BYTES", "123")
     assert Limits.from_env().input_bytes == 123
+
+
+@pytest.mark.parametrize("layout", ["v2", "v1"])
+def test_the_machine_memory_is_the_cgroup_limit_when_that_is_lower(tmp_path, layout):
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limit = tmp_path / ("memory.max" if layout == "v2" else "memory/memory.limit_in_bytes")
+    limit.parent.mkdir(parents=True, exist_ok=True)
+    limit.write_text(f"{3 << 30}\n")
+    assert machine_memory_bytes(tmp_path) == min(physical, 3 << 30)
+    limit.write_text("max\n" if layout == "v2" else "9223372036854771712\n")  # no limit
+    assert machine_memory_bytes(tmp_path) == physical
+    assert machine_memory_bytes(tmp_path / "absent") == physical
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -39,9 +39,9 @@ def _conv_ref(x, xz, w, wz, b, stride, pad):  # type: ignore[no-untyped-def]
     return out + b.reshape(1, -1, 1, 1)
 
 
-def _qlinear_conv_model(x_dt, y_dt, ci, co, k, stride, pad, size, seed):  # type: ignore[no-untyped-def]
+def _qlinear_conv_model(x_dt, y_dt, ci, co, k, stride, pad, size, seed, wmax=127):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
-    w = rng.integers(-127, 128, (co, ci, k, k)).astype(np.int8)
+    w = rng.integers(-wmax, wmax + 1, (co, ci, k, k)).astype(np.int8)
     ws = (rng.random(co) * 0.01 + 0.001).astype(np.float32)
     xz = np.array(rng.integers(0, 255) if x_dt == "u8" else rng.integers(-20, 20), NP[x_dt])
     yz = np.array(128 if y_dt == "u8" else -3, NP[y_dt])
@@ -99,9 +99,9 @@ def test_depthwise_qlinear_conv_matches_integer_reference() -> None:
         np.testing.assert_array_equal(got, _requant(acc, mult, 3, "i8"))
 
 
-def _qlinear_matmul_model(a_dt, m_, k_, n_, seed):  # type: ignore[no-untyped-def]
+def _qlinear_matmul_model(a_dt, m_, k_, n_, seed, wmax=127):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
-    b = rng.integers(-127, 128, (k_, n_)).astype(np.int8)
+    b = rng.integers(-wmax, wmax + 1, (k_, n_)).astype(np.int8)
     az = np.array(7 if a_dt == "u8" else -9, NP[a_dt])
     inits = [nh.from_array(np.array(0.03, np.float32), "as"), nh.from_array(az, "az"), nh.from_array(b, "b"),
              nh.from_array(np.array(0.004, np.float32), "bs"), nh.from_array(np.array(0, np.int8), "bz"),
@@ -149,8 +149,58 @@ def test_vnni_target_emits_vpdpbusd_and_host_path_pmaddwd() -> None:
     assert "vpmaddwd" in compile_kernel(lk2.func, v3).asm
 
 
+AVX2_ONLY = "+avx2" in get_target("host").features.split(",") and not vnni(get_target("host"))
+
+
+@pytest.mark.parametrize("wmax,step", [(64, "vpmaddubsw"), (127, "pmaddwd")])
+@pytest.mark.parametrize("case", [("u8", "u8", 8, 16, 3, 1, 1, 10), ("i8", "i8", 5, 12, 3, 2, 1, 9),
+                                  ("i8", "u8", 64, 24, 1, 1, 0, 14)])
+def test_avx2_u8s8_step_only_where_no_pair_saturates(case, wmax, step) -> None:  # type: ignore[no-untyped-def]
+    """7-bit weights (every byte pair within +-128) take the vpmaddubsw + vpmaddwd step, full-range ones the
+    exact s16 pmaddwd step; both equal the integer reference (the input bytes cover 0..255 / -128..127)."""
+    m, x, ref = _qlinear_conv_model(*case, seed=11, wmax=wmax)
+    v3 = get_target("x86-64-v3")
+    lk = _lowered(m, v3)
+    assert lk is not None and any(step in s for s in lk.func.attrs["schedule"])
+    assert ("vpmaddubsw" in compile_kernel(lk.func, v3).asm) == (step == "vpmaddubsw")
+    if not AVX2_ONLY:
+        pytest.skip("host has VNNI or no AVX2: the AVX2 step is only compiled here, not run")
+    (got,) = backend.prepare(m, pipeline="O2").run([x])
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("a_dt,m_,k_,n_", [("u8", 1, 64, 40), ("i8", 4, 30, 33), ("i8", 8, 128, 16)])
+def test_avx2_u8s8_matmul_matches_integer_reference(a_dt, m_, k_, n_) -> None:  # type: ignore[no-untyped-def]
+    mdl, a, ref = _qlinear_matmul_model(a_dt, m_, k_, n_, seed=k_ + 1, wmax=64)
+    if AVX2_ONLY:
+        assert any("vpmaddubsw" in s for s in _lowered(mdl, get_target("host")).func.attrs["schedule"])
+    (got,) = backend.prepare(mdl, pipeline="O2").run([a])
+    np.testing.assert_array_equal(got, ref)
+
+
 @pytest.mark.skipif(not vnni(get_target("host")), reason="host has no AVX-512 VNNI: the vpdpbusd kernels cannot run here")
 def test_vnni_kernel_runs_on_host() -> None:
     m, x, ref = _qlinear_conv_model("i8", "i8", 16, 32, 3, 1, 1, 12, seed=5)
     (got,) = backend.prepare(m, pipeline="O2").run([x])
     np.testing.assert_array_equal(got, ref)
+
+
+def test_bias_at_the_int32_limit_keeps_the_int8_kernel() -> None:
+    """A channel whose int32 bias is clipped near 2^31 (tiny weight scale), plus the zero-point compensation,
+    leaves int32: the excess goes to the float32 requantization instead of refusing the VNNI kernel."""
+    m, x, _ = _qlinear_conv_model("u8", "u8", 16, 8, 1, 1, 0, 7, seed=5)
+    b = [t for t in m.graph.initializer if t.name == "b"][0]
+    bias = nh.to_array(b).astype(np.int64)
+    bias[[0, 3]] = [2 ** 31 - 1, -(2 ** 31) + 1]
+    b.CopyFrom(nh.from_array(bias.astype(np.int32), "b"))
+    lk = _lowered(m, get_target("host"))
+    assert lk is not None  # the integer micro-kernel, not the generic lowering
+    (got,) = backend.prepare(m, pipeline="O2").run([x])
+    w = nh.to_array([t for t in m.graph.initializer if t.name == "w"][0])
+    ws = nh.to_array([t for t in m.graph.initializer if t.name == "ws"][0])
+    xz = int(nh.to_array([t for t in m.graph.initializer if t.name == "xz"][0]))
+    acc = _conv_ref(x, xz, w, np.zeros(8), bias, 1, 0)  # int64: no overflow in the reference
+    mult = ((np.float32(0.02) * ws) / np.float32(0.07)).astype(np.float32).reshape(1, -1, 1, 1)
+    ref = np.clip(np.rint(acc.astype(np.float64) * mult) + 128, 0, 255).astype(np.uint8)
+    assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1  # float32 rounding of a 2^31 sum: one step at most
+    np.testing.assert_array_equal(got[:, [0, 3]], ref[:, [0, 3]])  # those channels saturate

