@@ -1,10 +1,15 @@
-# Prism: `make run` sets up and runs the explorer, `make test` runs every test.
-.PHONY: run test lint migrate events-ts
+# Prism: `make run` sets up and runs the explorer, `make test` runs the tests CI runs (all but the
+# long sweeps marked `slow`), `make test-all` runs every test.
+.PHONY: run test test-all lint migrate events-ts
 
 run:
 	scripts/run.sh
 
 test:
+	scripts/test.sh -m "not slow" $(PYTEST_ARGS)
+
+# every test, the long sweeps marked `slow` included (pyproject.toml's markers; README "Two commands")
+test-all:
 	scripts/test.sh $(PYTEST_ARGS)
 
 # The lint gates (also part of make test): ruff, the layer contracts (pyproject.toml), mypy on compiler/
