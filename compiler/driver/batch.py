@@ -1,8 +1,8 @@
 """The ``dim-range`` stage's first choice: the batch size as a run-time argument.
 
 For ``--dim-range N=LO..HI`` where ``N`` is axis 0 of every input that names it, the model is
-compiled once for ``N = 1`` through every stage (its kernels, the ``N = 1`` memory plan) and once
-for ``N = HI`` through the graph passes only; :func:`compiler.frontend.batch_split.batch_split`
+compiled once for ``N = 1`` through lowering (its kernels' loop IR, the ``N = 1`` memory plan) and
+once for ``N = HI`` through the graph passes only; :func:`compiler.frontend.batch_split.batch_split`
 compares the two graphs. When no node computes across samples, one
 :class:`~compiler.runtime.batch.BatchProgram` serves every ``N``: the ``N = 1`` kernels called by the
 batch entry function (``compiler.codegen.batch_entry``) in loops bounded by its ``n`` argument.
@@ -12,6 +12,9 @@ the reason in the ``memory.planned`` event's ``dim_range`` remark.
 Kernels take ``N`` inside their loops instead wherever they can (``compiler.driver.batch_kernels``:
 lowered from the ``N = HI`` graph and called once; Gemm and MatMul as one GEMM over every sample's
 rows, Conv, pooling, normalization and the rest with their loops over samples bounded by ``N``).
+Only then is the ``N = 1`` compilation's code generated: the kernels without such a form alone, and
+no ``N = 1`` entry function (the batch entry function calls the kernels), so the artifact holds one
+object per call plus the batch entry function and nothing is compiled that does not run.
 
 Events: the ``N = 1`` compilation's (its passes, fusion graph, kernels: the kernels that run), its
 ``memory.planned`` scaled to the maximum (arena and buffer offsets times ``HI``, per-sample buffer
@@ -21,6 +24,7 @@ sizes times ``HI``) with ``dim_range`` {dim, min, max, mode "run-time", message}
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,10 +39,13 @@ from ..runtime.batch import BatchProgram
 from ..runtime.pool import check_threads
 from ..targets import get_target
 from .batch_kernels import batched_calls, batched_event, batched_kernels
-from .stages import run_stages
+from .lower import codegen
+from .run import link_program
+from .stages import STAGES, run_stages
 from .state import Compilation
 
 _OWN = ("compile.started", "compile.finished", "compile.failed")
+_FRONT = tuple(s for s in STAGES if s.name not in ("codegen", "link", "run", "verify"))  # the N = 1 compilation's
 
 
 def _scaled_plan(e: dict[str, Any], per: frozenset[str], hi: int, message: str) -> dict[str, Any]:
@@ -68,16 +75,33 @@ def _steps(call: dict[str, Any], values: dict[str, dict[str, Any]], per: frozens
 
 def _sub(comp: Compilation, shapes: dict[str, list[int]], forward: Callable[[dict[str, Any]], None] | None,
          backend: bool) -> Compilation:
+    """``comp`` compiled at ``shapes`` alone: through the graph passes (``backend`` False), or through
+    lowering (``backend`` True: :func:`_finish` compiles and links it once the batched kernels are
+    known, so that no ``N = 1`` object is built for a kernel its batched form replaces)."""
     req = comp.request
     assert comp.proto is not None
     sub_req = dataclasses.replace(req, model=comp.proto, input_shapes=shapes, dim_ranges=None, input_values=None,
                                   verify=False, benchmark=False, link=backend, backend=backend,
                                   kernel_events=req.kernel_events and backend, check_passes=False)
     sub = Compilation(sub_req, EventStream(forward), stage_ms={})
-    run_stages(sub)
+    run_stages(sub, _FRONT if backend else STAGES)
     for k, v in sub.stage_ms.items():
         comp.stage_ms[k] = comp.stage_ms.get(k, 0.0) + v
     return sub
+
+
+def _finish(comp: Compilation, unit: Compilation, batched: dict[int, Any]) -> None:
+    """``unit.compiled`` and ``unit.program`` (the N = 1 Program): every kernel compiled but those of
+    ``batched`` (call index: their batched form's object stands in, and :func:`batched_calls` replaces
+    the call), linked without the N = 1 entry function (the batch entry function runs the calls)."""
+    assert unit.target is not None and unit.graph is not None and unit.pipeline is not None
+    t0 = time.perf_counter()
+    codegen(unit, {ci: ck for ci, (_, ck) in batched.items()})
+    t1 = time.perf_counter()
+    unit.program = link_program(unit.graph, unit.ctx, unit.kernels, unit.compiled, unit.pipeline.text(), unit.target,
+                                entry=False)
+    comp.stage_ms["codegen"] = comp.stage_ms.get("codegen", 0.0) + (t1 - t0) * 1e3
+    comp.stage_ms["run"] = comp.stage_ms.get("run", 0.0) + (time.perf_counter() - t1) * 1e3
 
 
 def _inside(name: str, batched: dict[int, Any], refused: dict[str, str]) -> str:
@@ -115,17 +139,24 @@ def compile_batch(comp: Compilation, name: str, lo: int, hi: int) -> str | None:
                     backend=True)
     except CompileError as e:
         return f"compiling N=1 and N={hi} apart: {e.message}"
-    assert unit.graph is not None and top.graph is not None and unit.program is not None
+    assert unit.graph is not None and top.graph is not None
     split = batch_split(unit.graph, top.graph, hi)
     if split.reason is not None:
         return split.reason
-    prog = unit.program
-    unknown = [v for v in prog.values if v not in split.per_sample and v not in {x.name for x in unit.graph.values()}]
-    if getattr(prog, "steps", None) is not None or not prog.calls or unknown or unit.trims or unit.sequence_layout:
-        return "the N=1 program is not one call list over tensors (no kernels, run-time control flow, bounded or sequence outputs)"
+    not_calls = "the N=1 program is not one call list over tensors (no kernels, run-time control flow, bounded or sequence outputs)"
+    if unit.program is not None or not unit.kernels or unit.trims or unit.sequence_layout:
+        return not_calls
     target = comp.target or get_target("host")
     refused: dict[str, str] = {}
-    batched = batched_kernels(unit.kernels, top.graph, split.per_sample, lo, hi, target, refused)
+    t0 = time.perf_counter()
+    batched = batched_kernels(unit.kernels, top.graph, split.per_sample, lo, hi, target, refused,
+                              comp.request.codegen_threads)
+    comp.stage_ms["codegen"] = comp.stage_ms.get("codegen", 0.0) + (time.perf_counter() - t0) * 1e3  # lowering included
+    _finish(comp, unit, batched)
+    prog = unit.program
+    assert prog is not None
+    if any(v not in split.per_sample and v not in {x.name for x in unit.graph.values()} for v in prog.values):
+        return not_calls
     prog = batched_calls(prog, batched)
     steps = [_steps(c, prog.values, split.per_sample) if ci not in batched else [0] * len(c["args"])
              for ci, c in enumerate(prog.calls)]

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.compile import CompiledKernel, compile_kernel
+from ..codegen.compile import CompiledKernel
 from ..codegen.entry import entry_layout
 from ..errors import CompileError
 from ..ir import Graph
@@ -38,7 +38,7 @@ from ..schedule.batch_loops import bound_batch_loops
 from ..schedule.knobs import KnobError
 from ..schedule.primitives import ScheduleError
 from ..targets import Target
-from .lower import SKIP_OPS, _kernel_name, graph_opset, lower_node
+from .lower import SKIP_OPS, _kernel_name, compile_all, graph_opset, lower_node
 
 
 def _kernel_nodes(graph: Graph) -> dict[str, Any]:
@@ -48,14 +48,16 @@ def _kernel_nodes(graph: Graph) -> dict[str, Any]:
 
 
 def batched_kernels(unit_kernels: Sequence[LoweredKernel], top: Graph, per_sample: frozenset[str], lo: int, hi: int,
-                    target: Target, refused: dict[str, str] | None = None) -> dict[int, tuple[LoweredKernel, CompiledKernel]]:
+                    target: Target, refused: dict[str, str] | None = None,
+                    threads: int = 2) -> dict[int, tuple[LoweredKernel, CompiledKernel]]:
     """``{call index: (kernel, compiled)}`` for the ``N = 1`` kernels (``unit_kernels``, in call order)
     whose group, lowered from ``top`` (the graph IR at ``N = hi``), takes ``N`` at run time (module
     docstring); ``refused`` gets {kernel: why} for those whose batch loops could not be bounded.
+    The forms are compiled ``threads`` at a time (``compiler.driver.lower.compile_all``).
     Raises CompileError(stage="codegen") when LLVM rejects such a kernel."""
     nodes, opset = _kernel_nodes(top), graph_opset(top)
     dim = BatchDim(lo, hi)
-    out: dict[int, tuple[LoweredKernel, CompiledKernel]] = {}
+    out: dict[int, LoweredKernel] = {}
     for ci, lk1 in enumerate(unit_kernels):
         node = nodes.get(lk1.name)
         values = {a.name: a.buffer.numel for a in lk1.args if a.kind == "value"}
@@ -79,15 +81,16 @@ def batched_kernels(unit_kernels: Sequence[LoweredKernel], top: Graph, per_sampl
                     refused[lk1.name] = why
                 continue
         lk.func.attrs["schedule_source"] = "default"
-        out[ci] = (lk, compile_kernel(lk.func, target))
-    return out
+        out[ci] = lk
+    return dict(zip(out, zip(out.values(), compile_all(list(out.values()), target, threads), strict=True), strict=True))
 
 
 def batched_calls(prog: Program, batched: dict[int, tuple[LoweredKernel, CompiledKernel]]) -> Program:
     """``prog`` (the ``N = 1`` Program) with the calls of ``batched`` replaced: the kernel's ``value``
     arguments bound to the same graph values, its constants and scratch its own, its ``dim``
     parameter (``compiler.schedule.batch.BATCH_N``) the ``{"kind": "dim"}`` argument the batch entry
-    function fills with ``N``; constants no call reads any more dropped; the entry layout redone."""
+    function fills with ``N``; constants and objects no call reads any more dropped (the ``N = 1`` entry
+    function's among them); the entry layout redone."""
     calls, objects = [dict(c) for c in prog.calls], dict(prog.objects)
     consts: list[np.ndarray] = []
     names: list[str] = []
@@ -117,6 +120,7 @@ def batched_calls(prog: Program, batched: dict[int, tuple[LoweredKernel, Compile
                     consts.append(prog.consts[a["index"]])
                     names.append(prog.const_names[a["index"]] if a["index"] < len(prog.const_names) else "")
         call["args"] = [dict(a, index=kept[a["index"]]) if a["kind"] == "const" else a for a in call["args"]]
+    objects = {c["symbol"]: objects[c["symbol"]] for c in calls}  # those the calls run, nothing else
     return dataclasses.replace(prog, calls=calls, objects=objects, consts=consts, const_names=names,
                                entry_layout=entry_layout(calls, prog.values))
 

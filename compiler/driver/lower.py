@@ -237,10 +237,14 @@ def lower(comp: Compilation) -> None:
                              line_nodes=line_nodes(lk.func, lk.writes, lk.anchors, len(lk.nodes)), **extra)
 
 
-def codegen(comp: Compilation) -> None:
-    """Stage ``codegen``: ``comp.compiled`` (:func:`compile_all`), one ``kernel.compiled`` each."""
+def codegen(comp: Compilation, given: Mapping[int, CompiledKernel] | None = None) -> None:
+    """Stage ``codegen``: ``comp.compiled`` (:func:`compile_all`), one ``kernel.compiled`` each.
+    ``given`` ({kernel index: compiled}, ``compiler.driver.batch``) are taken as they are, not compiled."""
     assert comp.target is not None
-    comp.compiled = compile_all(comp.kernels, comp.target, threads=comp.request.codegen_threads)
+    given = given or {}
+    rest = [lk for i, lk in enumerate(comp.kernels) if i not in given]
+    done = iter(compile_all(rest, comp.target, threads=comp.request.codegen_threads))
+    comp.compiled = [given[i] if i in given else next(done) for i in range(len(comp.kernels))]
     if comp.request.kernel_events:
         for lk, ck in zip(comp.kernels, comp.compiled, strict=True):
             comp.events.emit("kernel.compiled", kernel=lk.name, llvm_ir=ck.llvm_ir,

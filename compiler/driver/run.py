@@ -39,13 +39,15 @@ def memory_plan(graph: Graph, ctx: Any = None) -> MemoryPlan:
 
 
 def link_program(graph: Graph, ctx: Any, kernels: list[Any], compiled: list[Any], pipeline: str = "",
-                 target: Any = None) -> Program:
+                 target: Any = None, entry: bool = True) -> Program:
     """The :class:`compiler.runtime.program.Program` of ``graph``'s lowered and compiled kernels
     (``compiler.loops.lower.LoweredKernel``, ``compiler.codegen.compile.CompiledKernel``) and its
     memory plan (:func:`memory_plan`). Raises CompileError(stage="lowering") for a graph output that
-    is not written by a kernel, not a graph input and not a constant (``compiler.runtime.program.link``)."""
+    is not written by a kernel, not a graph input and not a constant (``compiler.runtime.program.link``).
+    ``entry`` False: no entry function (``compiler.driver.batch`` compiles its own)."""
     return link(graph, [{"name": lk.name, "symbol": ck.symbol, "obj": ck.obj, "args": lk.args, "faults": lk.faults}
-                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline, target)
+                        for lk, ck in zip(kernels, compiled, strict=True)], memory_plan(graph, ctx), pipeline, target,
+                entry=entry)
 
 
 def link_stage(comp: Compilation) -> None:

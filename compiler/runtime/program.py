@@ -99,7 +99,7 @@ def np_dtype(short: str) -> str:
 
 
 def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: str = "",
-         target: Any = None) -> Program:
+         target: Any = None, entry: bool = True) -> Program:
     """The Program of ``graph`` (graph IR after the passes) whose schedule steps were lowered and
     compiled to ``kernels``: dicts with ``name``, ``symbol``, ``obj`` (ELF bytes) and ``args`` (list of
     ``compiler.loops.lower.KernelArg``), in execution order. ``plan`` is the ``plan-memory`` result
@@ -107,7 +107,8 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
 
     Graph outputs map, in this order of preference, to the graph input of that name, the value's
     constant data (``Value.const``) or the kernel-written value. The entry function calling every
-    kernel in order (``compiler.codegen.entry``) is compiled for ``target`` (default: the host). Raises
+    kernel in order (``compiler.codegen.entry``) is compiled for ``target`` (default: the host; not with
+    ``entry`` False, which leaves ``entry`` and ``entry_layout`` unset for a caller that builds its own). Raises
     CompileError(stage="lowering") for an output that is none of these.
     """
     offsets = {b.value: b.offset for b in plan.buffers} if plan is not None else {}
@@ -148,7 +149,7 @@ def link(graph: Any, kernels: Iterable[Mapping[str, Any]], plan: Any, pipeline: 
         else:
             raise CompileError("lowering", f"graph output %{v.name} is not written by any kernel, not a graph "
                                "input and not a constant")
-    if prog.calls:
+    if prog.calls and entry:
         # loads llvmlite: only a program with kernels needs it
         from ..codegen.entry import compile_entry
 

@@ -15,6 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
+import compiler.driver.lower as lower_mod
 from compiler import CompileError
 from compiler.driver import Request
 from compiler.driver.stages import run_stages
@@ -153,3 +154,39 @@ def test_a_pad_of_other_axes_keeps_samples_apart(mode: str) -> None:
     prog, remark = _compile(m, {"x": ["N", 4, 3]}, 1, 3)
     assert isinstance(prog, BatchProgram) and remark["mode"] == "run-time"
     _against_ort(m, prog, {"x": ["N", 4, 3]}, (1, 3, 2))
+
+
+@pytest.mark.parametrize("mode", ["mlp", "reflect"])
+def test_only_the_kernels_that_run_are_compiled(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With N a run-time argument no N = 1 object is built for a kernel its batched form replaces, nor
+    the N = 1 entry function: the artifact holds one object per distinct call symbol plus the batch entry
+    function, LLVM compiles one kernel per call, and the kernel.compiled events name the symbols that
+    run. The reflect Pad keeps a per-sample N = 1 call beside the batched Relu; the MLP has none."""
+    built: list[str] = []
+    real = lower_mod.compile_kernel
+
+    def counting(func, target):  # the one entry to LLVM for kernels (compile_all)
+        built.append(func.name)
+        return real(func, target)
+
+    monkeypatch.setattr(lower_mod, "compile_kernel", counting)
+    if mode == "mlp":
+        m, shapes = mlp(), MLP_SHAPES
+    else:
+        m = _one_node(h.make_node("Pad", ["r", "p"], ["y"], mode="reflect"), ["N", 6, 5],
+                      [_c("p", [0, 1, 2, 0, 1, 0], np.int64)])
+        shapes = {"x": ["N", 4, 3]}
+    events: list[dict] = []
+    comp = Compilation(Request(m, input_shapes=shapes, dim_ranges={"N": (1, 4)}, verify=False, benchmark=False,
+                               link=True), EventStream(events.append))
+    run_stages(comp)
+    prog = comp.program
+    assert isinstance(prog, BatchProgram)
+    used = {c["symbol"] for c in prog.unit.calls}
+    assert set(prog.objects) == used | {prog.batch_entry} and set(prog.unit.objects) == used
+    assert len(built) == len(prog.unit.calls)
+    compiled = [e for e in events if e["type"] == "kernel.compiled"]
+    assert len(compiled) == len(prog.unit.calls) and {e["symbol"] for e in compiled} == used
+    per_sample = [c["name"] for c in prog.unit.calls if not any(a["kind"] == "dim" for a in c["args"])]
+    assert bool(per_sample) == (mode == "reflect")
+    _against_ort(m, prog, shapes, (1, 4, 3))
