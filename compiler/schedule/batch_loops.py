@@ -94,8 +94,8 @@ def span(e: Expr, env: Mapping[str, Span], facts: Facts | None = None) -> Span |
     """The interval of the integer expression ``e`` with each loop variable in ``env``'s interval
     (narrowed where ``facts`` bound a subexpression; a load of a constant buffer is within its
     values' interval when ``env`` holds one for ``"@" + its name``, the ``check`` intrinsic is its
-    checked value), or None when ``e`` reads other memory, calls another intrinsic or uses a
-    variable ``env`` lacks."""
+    checked value, ``abs`` the absolute values of its argument's interval), or None when ``e`` reads
+    other memory, calls another intrinsic or uses a variable ``env`` lacks."""
     got = _span(e, env, facts or {})
     fact = (facts or {}).get(e)
     if got is None or fact is None:
@@ -112,6 +112,11 @@ def _span(e: Expr, env: Mapping[str, Span], facts: Facts) -> Span | None:
         return span(e.value, env, facts)
     if isinstance(e, Load):
         return env.get("@" + e.buf.name) if e.buf.scope == "const" else None
+    if isinstance(e, Call) and e.fn == "abs" and len(e.args) == 1:  # reflect Pad's index
+        a = span(e.args[0], env, facts)
+        if a is None:
+            return None
+        return (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))), max(abs(a[0]), abs(a[1]))
     if isinstance(e, Call):
         return span(e.args[0], env, facts) if e.fn == "check" else None
     if isinstance(e, Select):

@@ -151,6 +151,9 @@ def test_span_of_index_arithmetic() -> None:
     assert span(Load(Buffer("tab", "i64", (4,), "arena"), (i,)), env) is None  # data: unknown
     assert span(sub(i, 1), env, {sub(i, 1): (0, 1 << 62)}) == (0, 8)  # a guard i - 1 >= 0
     assert span(Var("k"), env) is None  # a variable it does not know
+    assert span(call("abs", sub(i, 2)), env) == (0, 7)  # i - 2 in [-2, 7]: its abs in [0, 7]
+    assert span(call("abs", sub(Int(0), add(i, 1))), env) == (1, 10)  # -(i + 1) in [-10, -1]
+    assert span(call("exp", i), env) is None  # another intrinsic
 
 
 def conv_net() -> onnx.ModelProto:
