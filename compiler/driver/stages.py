@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from ..frontend.control_flow import place_error
 from ..runtime.limits import memory_error_message
 from .state import Compilation
 
@@ -128,8 +129,11 @@ def run_stages(comp: Compilation, stages: tuple[Stage, ...] = STAGES) -> None:
         t0 = time.perf_counter()
         try:
             fn(comp)
-        except CompileError:
-            raise
+        except CompileError as exc:  # about a node inlined from a control-flow body: named as the user wrote it
+            placed = place_error(comp.proto, exc)
+            if placed is exc:
+                raise
+            raise placed from None
         except MemoryError as exc:  # over the process's RLIMIT_AS (compiler.runtime.limits)
             raise CompileError(stage.fails_as, memory_error_message(exc)) from None
         except RecursionError:

@@ -33,6 +33,7 @@ from .control_flow import (
     _constant_value,
     _Ctx,
     _shape_of,
+    control_place,
     inline_body,
     loop_plan,
     unroll_loop,
@@ -99,7 +100,8 @@ def decide(ctx: _Ctx, node: NodeProto, consts: dict[str, np.ndarray], all_nodes:
 def _rewrite(ctx: _Ctx, node: NodeProto, d: Decision, shapes: dict[str, list[int]]) -> list[NodeProto] | None:
     """The nodes replacing ``node`` as ``d`` says (None: it stays)."""
     if d.action in ("then", "else"):
-        body_nodes, outs = inline_body(ctx, _attr(node, f"{d.action}_branch"), {})
+        body_nodes, outs = inline_body(ctx, _attr(node, f"{d.action}_branch"), {},
+                                       control_place(node, f"{d.action}_branch inlined"))
         return body_nodes + [helper.make_node("Identity", [s], [o]) for s, o in zip(outs, node.output, strict=True)
                              if o]
     if d.action == "unroll" and node.op_type == "Loop":

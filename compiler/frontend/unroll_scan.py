@@ -15,14 +15,17 @@ import numpy as np
 from onnx import GraphProto, NodeProto, helper
 
 from ..errors import CompileError
-from .control_flow import MAX_UNROLL_STEPS, _attr, _Ctx, _stack, inline_body
+from .control_flow import MAX_UNROLL_STEPS, _attr, _Ctx, _stack, control_place, inline_body
 
 
-def _unroll_steps(ctx: _Ctx, body: GraphProto, state: list[str], scans: list[str], axes: list[int],
-                  dirs: list[int], steps: int, nodes: list[NodeProto]) -> tuple[list[str], list[list[str]]]:
-    """Inline ``body`` once per time step: the states carried from step to step, each scan input
-    sliced at ``t`` (``steps - 1 - t`` when its direction is reverse) along its axis. Returns the
-    final states and, per scan output, its per-step values in step order."""
+def _unroll_steps(ctx: _Ctx, node: NodeProto, state: list[str], scans: list[str], axes: list[int],
+                  dirs: list[int], steps: int, nodes: list[NodeProto], row: int | None = None
+                  ) -> tuple[list[str], list[list[str]]]:
+    """Inline ``node``'s body once per time step: the states carried from step to step, each scan input
+    sliced at ``t`` (``steps - 1 - t`` when its direction is reverse) along its axis; each copy
+    records its step (and batch ``row``, Scan-8) for errors (``control_flow.control_place``). Returns
+    the final states and, per scan output, its per-step values in step order."""
+    body: GraphProto = _attr(node, "body")
     n_state = len(state)
     collected: list[list[str]] = [[] for _ in range(len(body.output) - n_state)]
     for t in range(steps):
@@ -32,7 +35,8 @@ def _unroll_steps(ctx: _Ctx, body: GraphProto, state: list[str], scans: list[str
             sl = ctx.fresh("scan_in")
             nodes.append(helper.make_node("Gather", [s, ctx.const(np.array(idx, np.int64))], [sl], axis=axes[j]))
             bind[body.input[n_state + j].name] = sl
-        body_nodes, outs = inline_body(ctx, body, bind)
+        where = ("" if row is None else f"batch row {row}, ") + f"step {t} of {steps}, unrolled"
+        body_nodes, outs = inline_body(ctx, body, bind, control_place(node, where))
         nodes.extend(body_nodes)
         state = outs[:n_state]
         for j, values in enumerate(collected):
@@ -64,8 +68,8 @@ def _scan8(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Nod
             nodes.append(helper.make_node("Gather", [x, ctx.const(np.array(b, np.int64))], [out], axis=0))
             return out
         rows = [row(x) for x in scans]  # time is axis 0 of a batch row
-        state, collected = _unroll_steps(ctx, body, [row(x) for x in ins[:n_state]], rows, [0] * m, dirs,
-                                         steps, nodes)
+        state, collected = _unroll_steps(ctx, node, [row(x) for x in ins[:n_state]], rows, [0] * m, dirs,
+                                         steps, nodes, b)
         for i in range(n_state):
             final[i].append(state[i])
         for j in range(k):
@@ -133,7 +137,7 @@ def _scan(ctx: _Ctx, node: NodeProto, shapes: dict[str, list[int]]) -> list[Node
     if steps == 0:
         return _no_steps(ctx, node, body, n_state, out_axes)
     nodes: list[NodeProto] = []
-    state, collected = _unroll_steps(ctx, body, list(node.input[:n_state]), scans, in_axes, in_dirs, steps, nodes)
+    state, collected = _unroll_steps(ctx, node, list(node.input[:n_state]), scans, in_axes, in_dirs, steps, nodes)
     for i in range(n_state):
         if node.output[i]:
             nodes.append(helper.make_node("Identity", [state[i]], [node.output[i]]))

@@ -308,3 +308,39 @@ def test_a_scan_body_invalid_at_its_shapes_is_named() -> None:
         compile_program(m, None)
     assert info.value.stage == "shape" and info.value.op == "Scan" and "rnn (Scan): its body does not compile at the " \
         "per-step types it is given (f32[3, 2], f32[3, 2]): Squeeze:sq (Squeeze): cannot squeeze axis 0" in info.value.message
+
+
+def test_an_unrolled_body_invalid_at_its_shapes_names_the_control_node_and_body_node() -> None:
+    """A Scan (3 steps) and a Loop (trip count 2, an initializer) within the unroll limit are unrolled
+    (inline-control-flow), so the body's nodes are checked as copies with prefixed names: the error names
+    the control node, the step and the body node as the user wrote them, not the copy ("body__cf3_Squeeze"),
+    with ``node``/``op`` the control node's. ONNX Runtime refuses both models too. A Scan body holding an If
+    on a constant (inlined in the next round) names the chain: Scan step, If branch, body node."""
+    m = _scan(3, valid=False)
+    with pytest.raises(Exception):  # noqa: B017 (ONNX Runtime's own error type)
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"s0": np.zeros((3, 2), np.float32), "xs": np.zeros((3, 3, 2), np.float32)})
+    with pytest.raises(CompileError) as info:
+        compile_program(m, None)
+    assert (info.value.stage, info.value.node, info.value.op) == ("shape", "rnn", "Scan")
+    assert info.value.message == "rnn (Scan, step 0 of 3, unrolled): body node Squeeze:sq (Squeeze): cannot squeeze " \
+                                 "axis 0 of size 3"
+    loop = _squeezing_loop()
+    loop.graph.input.pop()  # m: an initializer of 2 (the trip count known at compile time)
+    loop.graph.initializer.append(_c("m", np.array(2, np.int64)))
+    with pytest.raises(CompileError) as info:
+        compile_program(loop, None)
+    assert (info.value.node, info.value.op) == ("squeezing", "Loop")
+    assert info.value.message.startswith("squeezing (Loop, iteration 0 of 2, unrolled): body node Squeeze:sq (Squeeze): ")
+    inner = _graph([h.make_node("Squeeze", ["s", "ax0"], ["sq"], name="squash"), h.make_node("Add", ["sq", "xt"], ["t"])],
+                   "then", [], [_vi("t", shape=[3, 2])])
+    other = _graph([h.make_node("Add", ["s", "xt"], ["e"])], "else", [], [_vi("e", shape=[3, 2])])
+    nested = _scan(3, valid=True)
+    body = nested.graph.node[0].attribute[0].g
+    body.node[0].CopyFrom(h.make_node("If", ["yes"], ["s2"], then_branch=inner, else_branch=other, name="pick"))
+    body.initializer.append(numpy_helper.from_array(np.array(True), "yes"))
+    with pytest.raises(CompileError) as info:
+        compile_program(nested, None)
+    assert (info.value.node, info.value.op) == ("rnn", "Scan")
+    assert info.value.message.startswith("rnn (Scan, step 0 of 3, unrolled): body node pick (If), then_branch inlined: "
+                                         "body node squash (Squeeze): cannot squeeze axis 0")
