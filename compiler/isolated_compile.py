@@ -37,7 +37,9 @@ faults when an allocation fails unchecked), or for SIGKILL (no limit of Prism's 
 certain when the cgroup's ``memory.events`` ``oom_kill`` count rose during the run.
 
 Cost: one interpreter start with onnx, numpy and LLVM (about 0.5 s of CPU), and the in-process kernel
-cache (``compiler.codegen.cache``) is the child's, so it starts empty for every compilation.
+cache (``compiler.codegen.cache``) is the child's, so it starts empty for every compilation; the on-disk
+kernel cache under it (``compiler.codegen.disk_cache``) is shared by every child, so a kernel an earlier
+child compiled is read, not compiled again.
 """
 
 from __future__ import annotations

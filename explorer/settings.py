@@ -29,6 +29,11 @@ Environment:
     PRISM_KERNEL_CACHE_BYTES     most bytes of compiled kernels (object code and texts) a process keeps,
                                  least recently used evicted first, read by the compiler
                                  (compiler/codegen/cache.py), default 256 MiB; 0 keeps none
+    PRISM_KERNEL_CACHE_DIR, PRISM_KERNEL_CACHE_DISK_BYTES, PRISM_KERNEL_CACHE
+                                 the on-disk kernel cache that every compiling process and stack of the
+                                 machine share (compiler/codegen/disk_cache.py): its folder (default
+                                 $XDG_CACHE_HOME/prism/kernels or ~/.cache/prism/kernels), its cap in
+                                 bytes (default 512 MiB, least recently used removed), 0 turns it off
     PRISM_WORKER_MAX_ADDRESS_SPACE_BYTES  RLIMIT_AS of each worker pool process (the compile itself),
                                  default max(M/2, 4 GiB): a model that needs more fails naming it
     PRISM_WORKER_MAX_MEMORY_KB   a pool process whose resident memory exceeds this after a task is

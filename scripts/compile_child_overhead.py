@@ -6,10 +6,12 @@ as the explorer's workers run it by default), alternating, on a small and a larg
 
 Models: a 4x32 Relu (one kernel) and onnx's light_resnet50 (O2: about 60 kernels, a few MiB of
 events). Each compiles with verification and without benchmarking (the measuring child is the same
-in both). In process, two rows: the kernel cache cleared before each compile (what a new model
-costs) and kept (the same model again: every kernel a cache hit; the child's cache starts empty). In a
-child, two rows: started for the compilation (cold), and a spare started ``--idle-s`` before (what a
-worker has between tasks: ``compiler.isolated_compile.prestart``). Prints the medians of wall time and of
+in both). In process, two rows: the kernel cache cleared before each compile and the on-disk cache off
+(what a new model costs) and kept (the same model again: every kernel a cache hit). In a child, three
+rows: started for the compilation (cold) with the disk cache off (``PRISM_KERNEL_CACHE=0``: the child's
+in-process cache starts empty), a spare started ``--idle-s`` before (what a worker has between tasks:
+``compiler.isolated_compile.prestart``), disk cache off too, and a cold child reading the on-disk cache
+(``compiler.codegen.disk_cache``, a folder of this run's, filled by the first such child). Prints the medians of wall time and of
 CPU time (this process and its children), the ratios to the first row, the child's peak resident memory
 and the event bytes streamed.
 """
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,6 +62,8 @@ def main() -> None:
     models = {"relu 4x32 (O1)": (small(tmp), "O1"),
               "light_resnet50 (O2)": (Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx", "O2")}
     kw = {"verify": True, "benchmark": False}
+    os.environ["PRISM_KERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="prism-overhead-kernels-")
+    os.environ["PRISM_KERNEL_CACHE"] = "0"
     compiler.compile(str(models["relu 4x32 (O1)"][0]), pipeline="O1", **kw)  # imports and LLVM loaded, as in a worker
     for label, (path, pipeline) in models.items():
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ROWS}
@@ -78,6 +84,12 @@ def main() -> None:
                     out = compile_isolated(path, on_event=evs.append, pipeline=pipeline, spare=False, **kw)
                 assert evs[-1]["type"] == "compile.finished", evs[-1]
                 peak, nbytes = out["peak_rss_bytes"], sum(len(json.dumps(e)) for e in evs)
+            os.environ["PRISM_KERNEL_CACHE"] = "1"
+            if not rows["child, disk cache warm"]:  # the first fills the folder
+                compile_isolated(path, on_event=lambda e: None, pipeline=pipeline, spare=False, **kw)
+            with timed(rows["child, disk cache warm"]):
+                compile_isolated(path, on_event=lambda e: None, pipeline=pipeline, spare=False, **kw)
+            os.environ["PRISM_KERNEL_CACHE"] = "0"
         wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
         cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items()}
         base = "in process, cache cleared"
@@ -87,7 +99,8 @@ def main() -> None:
                   f"({cpu[k] / cpu[base]:.2f}x)", flush=True)
 
 
-ROWS = ("in process, cache cleared", "in process, cache warm", "child, cold start", "child, spare started")
+ROWS = ("in process, cache cleared", "in process, cache warm", "child, cold start", "child, spare started",
+        "child, disk cache warm")
 
 
 @contextmanager

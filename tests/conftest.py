@@ -1,5 +1,5 @@
 """Shared pytest setup. Django settings for tests/explorer, isolated from a running dev server:
-Redis DB 14 (override with PRISM_TEST_REDIS_URL), its own stack prefix and a throw-away var dir.
+Redis DB 14 (override with PRISM_TEST_REDIS_URL), its own stack prefix, a throw-away var dir and kernel cache.
 Harmless for tests that do not use Django."""
 
 import atexit
@@ -21,6 +21,15 @@ os.environ.pop("DATABASE_URL", None)  # in-process tests use pytest-django's own
 _var = tempfile.mkdtemp(prefix="prism-test-var-")
 os.environ["PRISM_VAR_DIR"] = _var
 atexit.register(shutil.rmtree, _var, True)
+# the on-disk kernel cache (compiler/codegen/disk_cache.py): one per test session, shared by its compiling
+# children and stacks (the same kernels compile once per session), never the user's; PRISM_TEST_KERNEL_CACHE_DIR
+# keeps one across sessions
+if os.environ.get("PRISM_TEST_KERNEL_CACHE_DIR"):
+    os.environ["PRISM_KERNEL_CACHE_DIR"] = os.environ["PRISM_TEST_KERNEL_CACHE_DIR"]
+else:
+    _kernels = tempfile.mkdtemp(prefix="prism-test-kernels-")
+    os.environ["PRISM_KERNEL_CACHE_DIR"] = _kernels
+    atexit.register(shutil.rmtree, _kernels, True)
 
 import django  # noqa: E402
 

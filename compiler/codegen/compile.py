@@ -9,8 +9,12 @@ hash, so two fused groups with the same loop IR share one symbol and one object.
 
 The cache (:func:`kernel_cache`) is a bounded LRU (``compiler.codegen.cache``) holding at most
 ``PRISM_KERNEL_CACHE_BYTES`` of object code and texts (default 256 MiB), shared by the threads of a
-process; two threads compiling the same kernel at once compile it once. The target machines are
-created once per target, under a lock.
+process; two threads compiling the same kernel at once compile it once. Under it, a miss looks in the
+on-disk cache shared by every process (``compiler.codegen.disk_cache``: keyed by the kernel's LLVM IR,
+the target and the LLVM options and versions; ``PRISM_KERNEL_CACHE=0`` turns it off), so a compiling
+child process (``compiler.isolated_compile``) does not optimize again what an earlier one did. Entry,
+batch and loop functions (:func:`emit_function_object`) go through the disk cache too. The target
+machines are created once per target and thread.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ..loops.printer import ORIGIN_PREFIX, print_func
 from ..targets import Target
 from .cache import LRUCache, kernel_cache_limit
 from .debuginfo import asm_line_map, llvm_line_map
+from .disk_cache import disk_cache, entry_key
 from .llvm_codegen import KernelCodegen
 
 
@@ -56,6 +61,12 @@ def kernel_bytes(ck: CompiledKernel) -> int:
     assembly texts (ASCII: one byte a character)."""
     return len(ck.obj) + len(ck.llvm_ir) + len(ck.llvm_ir_optimized) + len(ck.asm)
 
+
+#: how kernels are optimized and emitted (:func:`target_machine`, :func:`_optimize_and_emit`): part of the disk
+#: cache's key, so change it with them
+KERNEL_OPTIONS = "tm opt=3 reloc=pic codemodel=default; newpm speed_level=3 loop-vectorize slp-vectorize loop-unroll"
+#: likewise for :func:`emit_function_object` (no module passes)
+FUNCTION_OPTIONS = "tm opt=3 reloc=pic codemodel=default; no module passes"
 
 _KERNELS: LRUCache[CompiledKernel] | None = None
 _KERNELS_LOCK = threading.Lock()
@@ -109,15 +120,25 @@ def target_machine(target: Target):  # type: ignore[no-untyped-def]
 
 def emit_function_object(build_ir: Callable[[], str], target: Target, what: str) -> bytes:
     """The ELF object of the LLVM module whose text ``build_ir()`` returns, verified and emitted with
-    :func:`target_machine` (no module optimization: entry, batch and loop functions are lists of calls).
+    :func:`target_machine` (no module optimization: entry, batch and loop functions are lists of calls),
+    or read from :func:`~compiler.codegen.disk_cache.disk_cache` (and stored there when emitted).
     Raises CompileError(stage="codegen") naming ``what`` when building, verifying or emitting fails."""
     llvm = _llvm()
+    disk = disk_cache()
     try:
-        mod = llvm.parse_assembly(build_ir(), context=llvm.create_context())  # a context per module: see _compile
+        text = build_ir()
+        dkey = _disk_key("function", text, target, FUNCTION_OPTIONS) if disk is not None else ""
+        parts = disk.get(dkey) if disk is not None else None
+        if parts is not None and len(parts) == 1:
+            return parts[0]
+        mod = llvm.parse_assembly(text, context=llvm.create_context())  # a context per module: see _compile
         mod.verify()
         tm = target_machine(target)
         mod.data_layout = str(tm.target_data)
-        return bytes(tm.emit_object(mod))
+        obj = bytes(tm.emit_object(mod))
+        if disk is not None:
+            disk.put(dkey, [obj])
+        return obj
     except Exception as e:  # LLVM verifier / backend errors
         raise CompileError("codegen", f"{what}: LLVM failed: {str(e).splitlines()[0]}") from e
 
@@ -152,38 +173,66 @@ def compile_kernel(func: PrimFunc, target: Target, texts: bool = True) -> Compil
 
 
 def _compile(func: PrimFunc, target: Target, key: str, texts: bool = True) -> CompiledKernel:
+    """``func`` compiled, or read from :func:`~compiler.codegen.disk_cache.disk_cache` under the key of its
+    LLVM IR and ``target`` (a hit has ``cached`` True and ``compile_ms`` 0.0); a compiled one is stored there."""
     t0 = time.perf_counter()
-    llvm = _llvm()
     symbol = "prism_k_" + key[:16]
+    disk = disk_cache()  # a malformed PRISM_KERNEL_CACHE_DISK_BYTES raises ValueError naming it
     try:
-        mod = ir.Module(name=func.name)
-        mod.triple = target.triple
-        feats = frozenset(f[1:] for f in target.features.split(",") if f.startswith("+"))
-        KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target), features=feats).emit()
-        text = str(mod)
-        # Its own LLVMContext: LLVM contexts are not thread-safe, and compile_all parses and optimizes two
-        # kernels at a time (llvmlite's default is the one global context). The module keeps it alive.
-        parsed = llvm.parse_assembly(text, context=llvm.create_context())
-        parsed.verify()
-        tm = target_machine(target)
-        parsed.triple = target.triple
-        parsed.data_layout = str(tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(parsed, pb)
-        opt = str(parsed) if texts else ""
-        asm = tm.emit_assembly(parsed) if texts else ""
-        obj = tm.emit_object(parsed)
+        text = _kernel_ir(func, target, symbol)
+        dkey = _disk_key("kernel" if texts else "kernel-object", text, target, KERNEL_OPTIONS) if disk else ""
+        parts = disk.get(dkey) if disk is not None else None
+        cached = parts is not None and len(parts) == (3 if texts else 1)
+        if parts is not None and cached:
+            opt, asm, obj = (parts[0].decode(), parts[1].decode(), parts[2]) if texts else ("", "", parts[0])
+        else:
+            opt, asm, obj = _optimize_and_emit(text, target, texts)
+            if disk is not None:
+                disk.put(dkey, [opt.encode(), asm.encode(), obj] if texts else [obj])
     except CompileError:
         raise
     except Exception as e:  # LLVM verifier / backend errors
         raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {str(e).splitlines()[0] if str(e) else e}",
                            kernel=func.name) from e
-    ms = (time.perf_counter() - t0) * 1e3
+    ms = 0.0 if cached else (time.perf_counter() - t0) * 1e3
     if not texts:
-        return CompiledKernel(symbol, "", "", "", obj, ms)
-    return CompiledKernel(symbol, text, opt, asm, obj, ms, asm_lines=tuple(asm_line_map(asm)),
+        return CompiledKernel(symbol, "", "", "", obj, ms, cached=cached)
+    return CompiledKernel(symbol, text, opt, asm, obj, ms, cached=cached, asm_lines=tuple(asm_line_map(asm)),
                           llvm_ir_lines=tuple(llvm_line_map(text)), llvm_ir_optimized_lines=tuple(llvm_line_map(opt)))
+
+
+def _kernel_ir(func: PrimFunc, target: Target, symbol: str) -> str:
+    """The LLVM IR text of ``func`` as the function ``symbol`` for ``target`` (before optimization)."""
+    mod = ir.Module(name=func.name)
+    mod.triple = target.triple
+    feats = frozenset(f[1:] for f in target.features.split(",") if f.startswith("+"))
+    KernelCodegen(mod, func, symbol, target.vector_width_f32, fma=has_fma(target), features=feats).emit()
+    return str(mod)
+
+
+def _optimize_and_emit(text: str, target: Target, texts: bool) -> tuple[str, str, bytes]:
+    """``(optimized LLVM IR, assembly, object)`` of the LLVM IR ``text`` (:data:`KERNEL_OPTIONS`); the two
+    texts are empty when ``texts`` is False."""
+    llvm = _llvm()
+    # Its own LLVMContext: LLVM contexts are not thread-safe, and compile_all parses and optimizes two
+    # kernels at a time (llvmlite's default is the one global context). The module keeps it alive.
+    parsed = llvm.parse_assembly(text, context=llvm.create_context())
+    parsed.verify()
+    tm = target_machine(target)
+    parsed.triple = target.triple
+    parsed.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(parsed, pb)
+    opt = str(parsed) if texts else ""
+    asm = tm.emit_assembly(parsed) if texts else ""
+    return opt, asm, bytes(tm.emit_object(parsed))
+
+
+def _disk_key(kind: str, text: str, target: Target, options: str) -> str:
+    """The disk cache's key of the LLVM IR ``text`` compiled for ``target`` with ``options``."""
+    version = ".".join(map(str, _llvm().llvm_version_info))
+    return entry_key(kind, text, target.triple, target.cpu, target.features, options, version)

@@ -141,6 +141,7 @@ def _kernel(constant: float) -> PrimFunc:
 
 
 def test_compiled_kernels_are_evicted_by_bytes(monkeypatch):
+    monkeypatch.setenv("PRISM_KERNEL_CACHE", "0")  # the in-process cache alone (the disk one would serve evictions)
     host = get_target("host")
     first = cg.compile_kernel(_kernel(1.0), host)
     size = cg.kernel_bytes(first)
@@ -157,6 +158,7 @@ def test_compiled_kernels_are_evicted_by_bytes(monkeypatch):
 
 
 def test_threads_compiling_the_same_kernel_compile_it_once(monkeypatch):
+    monkeypatch.setenv("PRISM_KERNEL_CACHE", "0")  # an earlier test's kernel on disk would count as no compile
     host = get_target("host")
     monkeypatch.setattr(cg, "_KERNELS", LRUCache(1 << 26, cg.kernel_bytes))
     barrier = threading.Barrier(4)
