@@ -112,7 +112,11 @@ def test_hovering_a_loop_ir_line_marks_its_assembly_beside_it_and_its_onnx_nodes
     marked = page.evaluate(RELATED)
     assert marked and all(x.strip() in at_n for x in marked), ([x for x in marked if x.strip() not in at_n][:5], n)
     assert [x.strip() for x in page.evaluate(BESIDE)] == [loop_ir[n - 1].strip()]
-    assert sorted(page.evaluate(CHIPS)) == sorted(_names(lowered[kernel], n)) == ["stem_conv"]
+    # the busiest statement differs by target (AVX2 vs AVX-512 hosts): on one it is the conv alone, on the
+    # other it also computes the fused ReLU; the chips are what kernel.lowered says of line n
+    chips = sorted(page.evaluate(CHIPS))
+    assert chips == sorted(_names(lowered[kernel], n)) and "stem_conv" in chips
+    assert set(chips) <= {"stem_conv", "stem_relu"}, chips
     assert f"loop IR line {n}" in page.inner_text(".prov-status")
     shot(page, "provenance-04-hover-loop-ir-beside-asm")
     # the pointer leaves: nothing was clicked, so nothing stays marked
