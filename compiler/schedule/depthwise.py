@@ -134,7 +134,7 @@ def direct_conv(lk: LoweredKernel, node: Any, xbuf: Buffer, w: Tensor, out_buf: 
 
 
 def fill_phases(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[int, int], pb: list[int], s: int,
-                width: int, pad: float = 0.0) -> Stmt:
+                width: int, pad: float | Expr = 0.0) -> Stmt:
     """``xpad[g, ci, p, r, j] = X[n, g*cg + ci, r - pt, j*s + p - pl]`` (``pad`` outside X), vectorized along j
     (``Wq`` is a multiple of ``width``). Rows above and below X are zero stores; in a row of X, the
     vectors of j that lie inside X (per phase, known at compile time) are plain (strided) copies and
@@ -145,6 +145,7 @@ def fill_phases(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[i
     vc, vr, vo, vi = Var("pci"), Var("pr"), Var("pj_o"), Var("pj_i")
     rows = max(0, min(h, hp - pb[0]))  # rows of X that xpad holds (a stride may leave the last ones out)
     ci = add(mul(vg, cg), vc)
+    pad_value = pad if isinstance(pad, Expr) else Float(pad)
 
     def vectors(lo: int, hi: int, body: Any) -> list[Stmt]:
         if hi <= lo:
@@ -155,7 +156,7 @@ def fill_phases(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[i
     def zero_rows(r0: int, r1: int) -> list[Stmt]:
         if r1 <= r0:
             return []
-        zero = vectors(0, nvec, lambda j: Store(xp, (vg, vc, Var("zp"), add(vr, r0), j), Float(pad)))
+        zero = vectors(0, nvec, lambda j: Store(xp, (vg, vc, Var("zp"), add(vr, r0), j), pad_value))
         return [For(Var("zp"), s, For(vr, r1 - r0, zero[0]))]
 
     phases: list[Stmt] = []
@@ -175,7 +176,7 @@ def fill_phases(xbuf: Buffer, xp: Buffer, vn: Var, vg: Var, cg: int, hw: tuple[i
             x = col(j)
             cond = land(Bin(">=", x, Int(0)), Bin("<", x, Int(wd)))
             assert cond is not None
-            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), select(cond, Load(xbuf, (vn, ci, vr, x)), Float(pad)))
+            return Store(xp, (vg, vc, Int(p), add(vr, pb[0]), j), select(cond, Load(xbuf, (vn, ci, vr, x)), pad_value))
         phases += vectors(0, v_lo, edge) + vectors(v_lo, v_hi, copy) + vectors(v_hi, nvec, edge)
     body = zero_rows(0, pb[0]) + [For(vr, rows, Seq(phases) if len(phases) > 1 else phases[0])] \
         + zero_rows(pb[0] + rows, hp)

@@ -198,9 +198,9 @@ def add_const(lk: LoweredKernel, name: str, data: np.ndarray, label: str) -> Buf
     return buf
 
 
-def add_scratch(lk: LoweredKernel, name: str, shape: tuple[int, ...]) -> Buffer:
-    """Kernel-private f32 memory (an im2col or packing buffer) as a ``scratch`` parameter of ``lk``."""
-    buf = Buffer(name, "f32", shape, "scratch")
+def add_scratch(lk: LoweredKernel, name: str, shape: tuple[int, ...], dtype: str = "f32") -> Buffer:
+    """Kernel-private memory of ``dtype`` (an im2col or packing buffer) as a ``scratch`` parameter of ``lk``."""
+    buf = Buffer(name, dtype, shape, "scratch")
     lk.args.append(KernelArg("scratch", f"{lk.name}.{name}", buf))
     return buf
 

@@ -1,5 +1,6 @@
-"""Direct schedule for 2-D MaxPool and AveragePool (float32), with the group's elementwise epilogue (if
-``fuse-ops`` put one in the pool's group; O2 today keeps a pool in a group of its own).
+"""Direct schedule for 2-D MaxPool and AveragePool (float32; MaxPool also on uint8/int8, as a quantized
+model's pool runs after ``fold-qdq``, padded with the type's lowest value), with the group's elementwise
+epilogue (if ``fuse-ops`` put one in the pool's group; O2 today keeps a pool in a group of its own).
 
 The generic lowering vectorizes a pool over output columns, so a strided window reads its taps with
 a stride across the lanes (a gather per tap). This schedule reads every tap with contiguous vector
@@ -65,6 +66,7 @@ from .gemm import (
 from .knobs import choose
 
 MAX_TAPS = 64  # windows of more taps keep the default schedule (the taps are unrolled)
+INT_LOWEST = {"u8": 0, "i8": -128}  # an integer MaxPool's pad value and initial maximum (ONNX MaxPool-12: int8/uint8)
 POOLS = ("MaxPool", "AveragePool")
 
 
@@ -75,8 +77,9 @@ def pool_missed(node: Any) -> str | None:
     ks = list(node.attr("kernel_shape", []))
     if len(ks) != 2:
         return f"only 2-D pools have this schedule (kernel_shape {ks})"
-    if y.type is None or y.type.short != "f32" or not y.type.is_static or x is None or x.type is None:
-        return f"the output {y.type} is not a static float32 tensor"
+    ints = ("u8", "i8") if node.op_type == "MaxPool" else ()
+    if y.type is None or y.type.short not in ("f32", *ints) or not y.type.is_static or x is None or x.type is None:
+        return f"the output {y.type} is not a static float32 tensor" + (" or 8-bit integer one" if ints else "")
     if len(node.outputs) > 1 and node.outputs[1].consumers():
         return "its Indices output is used"
     if ks[0] * ks[1] > MAX_TAPS:
@@ -117,7 +120,9 @@ def _schedule(lk: LoweredKernel, pool: Any, x: Tensor, xbuf: Buffer, out_buf: Bu
     st, dil, pb, in_sp, out_sp = _geom(pool, x, out_buf.shape, ks)
     pe = _spatial_pads(pool, in_sp, out_sp, ks, st, dil)[2:]
     is_max, include = pool.op_type == "MaxPool", bool(pool.attr("count_include_pad", 0))
-    pad = float("-inf") if is_max else 0.0 if include else float("nan")
+    dt = xbuf.dtype
+    lowest = Int(INT_LOWEST[dt], dt) if dt in INT_LOWEST else Float(float("-inf"))
+    pad: float | Expr = lowest if is_max else 0.0 if include else float("nan")
     s = st[1]
     nv = int(choose("pool_vectors", max(1, min(4, -(-ow // width))), [1, 2, 3, 4]))
     tile_w = nv * width
@@ -131,7 +136,7 @@ def _schedule(lk: LoweredKernel, pool: Any, x: Tensor, xbuf: Buffer, out_buf: Bu
     if any(pb) or s > 1 or any(over):
         hp = (oh - 1) * st[0] + (ks[0] - 1) * dil[0] + 1
         wq = -(-(-(-ow // tile_w) * tile_w + (ks[1] - 1) * dil[1] // s) // width) * width
-        xp = add_scratch(lk, "xpad", (c_n, 1, s, hp, wq))
+        xp = add_scratch(lk, "xpad", (c_n, 1, s, hp, wq), dt)
         fill = fill_phases(xbuf, xp, vn, vc, 1, (h, wd), pb, s, width, pad)
         sched.append(f"pad(X -> xpad[{c_n}, 1, {s}, {hp}, {wq}]) compute_at c  # pad value {pad}, {s} column "
                      f"phase(s) of stride {s}: every tap reads consecutive floats")
@@ -143,15 +148,15 @@ def _schedule(lk: LoweredKernel, pool: Any, x: Tensor, xbuf: Buffer, out_buf: Bu
             return Load(xbuf, (vn, vc, r, add(ox, col)))
         sched.append("# no padding, stride 1 along width, windows inside X: X read in place")
     lane = (vv, vl)
-    accs = [Buffer(name, "f32", (nv, width), "local") for name in ("acc", "cnt")[:1 if is_max or include else 2]]
+    accs = [Buffer(name, dt, (nv, width), "local") for name in ("acc", "cnt")[:1 if is_max or include else 2]]
     upd: list[Stmt] = []
     o = [vy, ox]
     for dy in range(ks[0]):
         for dx in range(ks[1]):
             v = x_at(add(mul(vy, st[0]), dy * dil[0]), dx * dil[1])
             if is_max:
-                upd.append(Store(accs[0], lane, emax(Load(accs[0], lane),
-                                                     max_pool_tap(v, None, o, [Int(dy), Int(dx)], st, dil, pb))))
+                tap = v if dt in INT_LOWEST else max_pool_tap(v, None, o, [Int(dy), Int(dx)], st, dil, pb)
+                upd.append(Store(accs[0], lane, emax(Load(accs[0], lane), tap)))
             elif include:
                 upd.append(Store(accs[0], lane, add(Load(accs[0], lane), v)))
             else:
@@ -173,7 +178,7 @@ def _schedule(lk: LoweredKernel, pool: Any, x: Tensor, xbuf: Buffer, out_buf: Bu
 
     def lanes(b: Stmt) -> Stmt:
         return For(vv, nv, For(vl, width, b, "vectorized"), "unrolled")
-    init = Float(float("-inf")) if is_max else Float(0.0)
+    init = lowest if is_max else Float(0.0)
     body: Stmt = Seq([*(lanes(Store(a, lane, init)) for a in accs), *(lanes(u) for u in upd), lanes(out)])
     for a in accs:
         body = Allocate(a, body)

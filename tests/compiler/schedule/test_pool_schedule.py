@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from compiler.driver import compile_program
@@ -94,3 +94,27 @@ def test_windows_that_do_not_overlap_keep_the_default_schedule() -> None:
     m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
               [tensor("x", (1, 8, 20, 20))], ["y"])
     assert "direct schedule" not in check_model(m).schedules()
+
+
+INT_CASES = [
+    ("u8", (1, 16, 28, 28), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # ResNet's stem pool
+    ("i8", (1, 8, 17, 17), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ("u8", (2, 4, 16, 19), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("i8", (1, 4, 15, 15), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [0, 1, 1, 0]}),
+]
+
+
+@pytest.mark.parametrize("dt,xs,attrs", INT_CASES)
+def test_integer_max_pool_takes_the_direct_schedule_and_matches_onnxruntime(dt, xs, attrs) -> None:  # type: ignore[no-untyped-def]
+    """uint8/int8 MaxPool (a quantized model's pool after fold-qdq): padded with the type's lowest value
+    (0 / -128), every byte value in the input; equal to ONNX Runtime's integer MaxPool."""
+    elem = {"u8": TensorProto.UINT8, "i8": TensorProto.INT8}[dt]
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], **attrs)], "t",
+                          [helper.make_tensor_value_info("x", elem, list(xs))],
+                          [helper.make_tensor_value_info("y", elem, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    lo = 0 if dt == "u8" else -128
+    x = np.random.default_rng(3).integers(lo, lo + 256, xs).astype(np.uint8 if dt == "u8" else np.int8)
+    got = _run(m, x)
+    np.testing.assert_array_equal(got, ort_run(m, {"x": x})[0])
