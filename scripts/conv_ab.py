@@ -9,6 +9,10 @@ thread (``time.thread_time_ns``: robust to other processes on a shared machine),
 time. Every variant's output is checked against ONNX Runtime (rtol 1e-3, atol 1e-4 x max|y|). The trace
 reaches the schedules through ``compiler.driver.lower.lower_node`` (wrapped for the one compile), as a
 tuning record would; the line shows the knobs every variant took.
+
+``--pipeline 'O2,quantize{dtype=int8}'`` compiles the quantized layer (calibrated on seeded random inputs);
+ONNX Runtime then also runs the pass's QDQ model (its integer kernels, the "onnxruntime int8" line, which
+the variants are checked against: within two quantization steps of the output, 2 x max|y| / 255).
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ def conv_model(ci: int, co: int, hw: int, k: int, stride: int, pad: int) -> Any:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def compile_with(model: Any, trace: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``compile_program(model)`` with every kernel scheduled by ``trace``; returns it and the knobs taken."""
+def compile_with(model: Any, trace: dict[str, Any], pipeline: str = "O2") -> tuple[Any, dict[str, Any]]:
+    """``compile_program(model, pipeline=pipeline)`` with every kernel scheduled by ``trace``; returns it and
+    the knobs taken."""
     taken: dict[str, Any] = {}
 
     def lower_node(node: Any, name: str, opset: int, target: Any, tr: Any = None) -> Any:
@@ -53,7 +58,7 @@ def compile_with(model: Any, trace: dict[str, Any]) -> tuple[Any, dict[str, Any]
 
     driver_lower.lower_node = lower_node
     try:
-        return compile_program(model, None), taken
+        return compile_program(model, None, pipeline=pipeline), taken
     finally:
         driver_lower.lower_node = _LOWER_NODE
 
@@ -72,6 +77,7 @@ def main() -> None:
     ap.add_argument("--trace", action="append", default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--pipeline", default="O2", help="e.g. 'O2,quantize{dtype=int8}' (then ORT INT8 runs too)")
     args = ap.parse_args()
     traces = args.trace or [""]
     clock = time.thread_time_ns if args.threads == 1 else time.perf_counter_ns
@@ -83,16 +89,25 @@ def main() -> None:
                                     providers=["CPUExecutionProvider"])
         ref = sess.run(None, {"x": x})[0]
         runs: list[tuple[str, Any]] = []
+        qsess = None
         for tr in traces:
-            comp, taken_d = compile_with(model, parse_trace(tr))
+            comp, taken_d = compile_with(model, parse_trace(tr), args.pipeline)
             prog = comp.program
             prog.threads = args.threads
             bd = Bound(prog, [x])
             bd.run()
             got = bd.outputs()[0]
-            ok = np.allclose(got, ref, rtol=1e-3, atol=1e-4 * float(np.abs(ref).max()))
+            qdq = comp.ctx.artifacts.qdq_model if comp.ctx is not None else None
+            if qdq is not None and qsess is None:
+                qsess = ort.InferenceSession(qdq.SerializeToString(), ort_options(ort, args.threads),
+                                             providers=["CPUExecutionProvider"])
+                ref = qsess.run(None, {"x": x})[0]
+            tol = 2 * float(np.abs(ref).max()) / 255 if qsess is not None else 1e-4 * float(np.abs(ref).max())
+            ok = np.allclose(got, ref, rtol=0 if qsess is not None else 1e-3, atol=tol)
             taken = " ".join(f"{a}={b}" for a, b in taken_d.items())
             runs.append((f"{tr or 'default'} [{taken}]{'' if ok else ' MISMATCH'}", bd.run))
+        if qsess is not None:
+            runs.append(("onnxruntime int8", lambda s=qsess, xx=x: s.run(None, {"x": xx})))
         set_threads(args.threads)
         runs.append(("onnxruntime", lambda s=sess, xx=x: s.run(None, {"x": xx})))
         times: list[list[int]] = [[] for _ in runs]

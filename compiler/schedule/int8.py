@@ -50,6 +50,7 @@ from .gemm import finish as _finish
 from .gemm import lower_around as _lower_around
 from .gemm import probe_buffer as _probe_buffer
 from .int8_nest import conv_nest, depthwise_nest, gemm_nest
+from .knobs import choose
 
 ANCHORS = ("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "com.microsoft.QGemm")
 _SLOTS = {  # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias
@@ -241,6 +242,17 @@ def _pick_mr(m: int, width: int) -> int:
     return next(r for r in choices if m % r == 0)
 
 
+def conv_tile(co: int, width: int, registers: int) -> tuple[int, int]:
+    """A Conv's register tile ``(mr output channels, nv vectors of output pixels)``: knob ``int8_tile``
+    (default ``mr x 2``, mr from :func:`_pick_mr`); its choices keep the ``mr * nv`` accumulators, the ``nv``
+    panel vectors and one broadcast weight within the target's ``registers`` vector registers."""
+    mr = _pick_mr(co, width)
+    opts = [f"{r}x{v}" for r in (1, 2, 4, 6, 8, 12, 14, 16) if co % r == 0 for v in (1, 2, 3, 4)
+            if r * v + v + 1 <= registers]
+    r, v = (int(x) for x in str(choose("int8_tile", f"{mr}x2", opts)).split("x"))
+    return r, v
+
+
 def conv_kernel(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any], group: int, out_buf: Buffer,
           out_t: Tensor, target: Target) -> LoweredKernel | None:
     n_b, c_n, h, w_ = xbuf.shape
@@ -255,12 +267,12 @@ def conv_kernel(lk: LoweredKernel, node: Any, xbuf: Buffer, spec: dict[str, Any]
     xt = Tensor(xbuf.shape, xbuf.dtype, lambda i: Load(xbuf, tuple(i)))
     st, dil, pb, _, _ = _geom(node, xt, out_t.shape, [kh, kw])
     width = target.vector_width_f32
-    mr = _pick_mr(co, width)
+    mr, nv = conv_tile(co, width, 32 if width >= 16 else 16)
     words = pack.tile_rows(pack.pack_any(wm, group, spec.get("format")), mr)
     wbuf = _add_const(lk, "wpack", words, f"{node.label}.W packed [Co/{mr}, K/{group}, {mr}] words")
     lk.func.attrs["schedule"].append(f"pack(W: [{co}, {c_n}, {kh}, {kw}] -> [{co // mr}, {words.shape[1]}, {mr}] "
                                      f"int32 words of {group})  # at compile time")
-    body = conv_nest(lk, xbuf, wbuf, out_buf, epi, vs, spec, group, mr, 2 * width, width,
+    body = conv_nest(lk, xbuf, wbuf, out_buf, epi, vs, spec, group, mr, nv * width, width,
                      (n_b, c_n, h, w_, co, k_n, kh, kw, oh, ow), (st, dil, pb))
     return _finish(lk, [body], n_b * 2 * co * k_n * oh * ow)
 
@@ -289,4 +301,4 @@ def gemm_kernel(lk: LoweredKernel, node: Any, abuf: Buffer, spec: dict[str, Any]
     return _finish(lk, [body], 2 * m_n * n_n * k_n)
 
 
-__all__ = ["ANCHORS", "conv_kernel", "gemm_kernel", "lower_anchored", "try_int8", "vnni"]
+__all__ = ["ANCHORS", "conv_kernel", "conv_tile", "gemm_kernel", "lower_anchored", "try_int8", "vnni"]
