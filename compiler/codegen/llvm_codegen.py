@@ -226,12 +226,11 @@ class KernelCodegen:
         """('scalar'|'vector'|'gather', pointer or per-lane offsets) for an element access."""
         kind, off_e = self._classify(buf, indices)
         ety = MTYPE[buf.dtype]
-        if kind == "scalar":
-            return "scalar", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
-        if kind == "vector":
-            return "vector", self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
-        if kind.startswith("strided"):
-            return kind, self.b.gep(self.ptr[buf.name], [self._ev(off_e).val], inbounds=True, source_etype=ety)
+        if kind == "scalar" or kind == "vector" or kind.startswith("strided"):
+            off = self._ev(off_e)
+            if off.lanes != 1:  # the offset reads a per-lane value (a vectorized loop's local: TopK's rank)
+                return "gather", self._ev(flat_index(buf, indices)).val if kind != "scalar" else off.val
+            return kind, self.b.gep(self.ptr[buf.name], [off.val], inbounds=True, source_etype=ety)
         if kind == "gather":
             return "gather", self._ev(off_e).val
         off = self._ev(off_e)

@@ -10,7 +10,9 @@ signed value shifted right), as onnx.reference does (LLVM's shift would be poiso
 Abramowitz & Stegun 4.4.49 (|error| <= 1e-5 rad), and ``asin``/``acos`` from it; ``asinh``,
 ``acosh``, ``atanh``, ``sinh``, ``cosh`` from ``exp``/``log`` by their definitions. TopK ranks
 each element by counting the elements before it in the order (value, then lower index first, as
-the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length.
+the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length; a NaN
+ranks above every number and NaNs tie (as ``onnx.reference``'s numpy ``lexsort`` orders them), so
+``largest=1`` puts NaNs first and ``largest=0`` last. ``Sign`` of NaN is NaN (numpy's ``sign``).
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ def _sign(x: Expr, node: Node) -> Expr:
     z = fconst(0, x.dtype) if x.dtype in FLOATS else Int(0, x.dtype)
     one = fconst(1, x.dtype) if x.dtype in FLOATS else Int(1, x.dtype)
     neg = fconst(-1, x.dtype) if x.dtype in FLOATS else Int(-1, x.dtype)
-    return select(Bin(">", x, z), one, select(Bin("<", x, z), neg, z))
+    out = select(Bin(">", x, z), one, select(Bin("<", x, z), neg, z))
+    return select(Bin("!=", x, x), x, out) if x.dtype in FLOATS else out  # Sign(NaN) is NaN (numpy's sign)
 
 
 def _shrink(x: Expr, node: Node) -> Expr:
@@ -290,7 +293,13 @@ def _topk(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor]:
         at = lambda v: x[idx[:ax] + [v] + idx[ax + 1:]]  # noqa: E731
         xj, xk = at(rj[0]), at(rk[0])
         better = Bin(">", xk, xj) if largest else Bin("<", xk, xj)
-        before = Bin("or", better, Bin("and", Bin("==", xk, xj), Bin("<", rk[0], rj[0])))
+        same = Bin("==", xk, xj)
+        if x.dtype in FLOATS:  # NaN orders above every number, NaNs equal (onnx.reference: numpy's lexsort)
+            nan_k, nan_j = Bin("!=", xk, xk), Bin("!=", xj, xj)
+            better = Bin("or", better, Bin("and", nan_k, Bin("==", xj, xj)) if largest
+                         else Bin("and", nan_j, Bin("==", xk, xk)))
+            same = Bin("or", same, Bin("and", nan_k, nan_j))
+        before = Bin("or", better, Bin("and", same, Bin("<", rk[0], rj[0])))
         rank = Reduce("sum", (rk,), select(before, Int(1), Int(0)), Int(0))
         return Reduce("min", (rj,), select(Bin("==", rank, idx[ax]), rj[0], Int(n - 1)), Int(n - 1))
 

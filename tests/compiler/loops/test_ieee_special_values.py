@@ -116,6 +116,23 @@ def _conv_relu() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 CASES["Conv+Relu"] = _conv_relu()
 
+TIES = {"x": np.array([[0.1, NAN, 0.6, 0.1, NAN, -INF], [INF, 2, NAN, INF, -1, 2], [NAN] * 6, [3, 1, 3, -INF, 1, 0]],
+                      np.float32)}
+
+
+def _topk(largest: int, output: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """TopK (k=4 of 6) with NaNs, infinities and ties: NaN ranks above every number, NaNs tie, ties go to
+    the lower index (the reference sorts with numpy's lexsort); ``output`` 0 the values, 1 the indices."""
+    outs = ["y", "i"] if output == 0 else ["v", "y"]
+    node = helper.make_node("TopK", ["x", "k"], outs, axis=1, largest=largest)
+    return _model([node], TIES, inits={"k": np.array([4], np.int64)}, out_type=(TensorProto.FLOAT, I64)[output]), TIES
+
+
+for _largest in (0, 1):
+    for _out in (0, 1):
+        CASES[f"TopK-{'largest' if _largest else 'smallest'}-{('values', 'indices')[_out]}"] = _topk(_largest, _out)
+CASES["Sign"] = _one("Sign", X)
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_special_values_match_the_reference(name: str) -> None:
