@@ -31,9 +31,10 @@ from ..errors import CompileError
 from ..loops.ir import PrimFunc
 from ..loops.printer import ORIGIN_PREFIX, print_func
 from ..targets import Target
+from ..version import __version__
 from .cache import LRUCache, kernel_cache_limit
 from .debuginfo import asm_line_map, llvm_line_map
-from .disk_cache import disk_cache, entry_key
+from .disk_cache import DiskCache, disk_cache, entry_key
 from .llvm_codegen import KernelCodegen
 
 
@@ -173,22 +174,21 @@ def compile_kernel(func: PrimFunc, target: Target, texts: bool = True) -> Compil
 
 
 def _compile(func: PrimFunc, target: Target, key: str, texts: bool = True) -> CompiledKernel:
-    """``func`` compiled, or read from :func:`~compiler.codegen.disk_cache.disk_cache` under the key of its
-    LLVM IR and ``target`` (a hit has ``cached`` True and ``compile_ms`` 0.0); a compiled one is stored there."""
+    """``func`` compiled, or read from :func:`~compiler.codegen.disk_cache.disk_cache` (:func:`_from_disk`;
+    a hit has ``cached`` True and ``compile_ms`` 0.0); a compiled one is stored there."""
     t0 = time.perf_counter()
     symbol = "prism_k_" + key[:16]
     disk = disk_cache()  # a malformed PRISM_KERNEL_CACHE_DISK_BYTES raises ValueError naming it
     try:
-        text = _kernel_ir(func, target, symbol)
-        dkey = _disk_key("kernel" if texts else "kernel-object", text, target, KERNEL_OPTIONS) if disk else ""
-        parts = disk.get(dkey) if disk is not None else None
-        cached = parts is not None and len(parts) == (3 if texts else 1)
-        if parts is not None and cached:
-            opt, asm, obj = (parts[0].decode(), parts[1].decode(), parts[2]) if texts else ("", "", parts[0])
+        text, found = _from_disk(disk, func, target, key, texts) if disk is not None else ("", None)
+        cached = found is not None
+        if found is not None:
+            opt, asm, obj = found
         else:
+            text = text or _kernel_ir(func, target, symbol)
             opt, asm, obj = _optimize_and_emit(text, target, texts)
             if disk is not None:
-                disk.put(dkey, [opt.encode(), asm.encode(), obj] if texts else [obj])
+                _to_disk(disk, target, key, texts, text, (opt, asm, obj))
     except CompileError:
         raise
     except Exception as e:  # LLVM verifier / backend errors
@@ -199,6 +199,51 @@ def _compile(func: PrimFunc, target: Target, key: str, texts: bool = True) -> Co
         return CompiledKernel(symbol, "", "", "", obj, ms, cached=cached)
     return CompiledKernel(symbol, text, opt, asm, obj, ms, cached=cached, asm_lines=tuple(asm_line_map(asm)),
                           llvm_ir_lines=tuple(llvm_line_map(text)), llvm_ir_optimized_lines=tuple(llvm_line_map(opt)))
+
+
+def _kind(texts: bool) -> str:
+    return "kernel" if texts else "kernel-object"
+
+
+def _index_key(target: Target, key: str, texts: bool) -> str:
+    """The key of the index entry that names the disk entry of the loop-IR kernel ``key``: it holds for this
+    compiler's code only (``compiler.version``: a hash of every compiler source file, the LLVM IR builder
+    included) and this target's triple, CPU, features and vector width."""
+    return hashlib.sha256("\n".join(("prism-kernel-index", _kind(texts), __version__, key, target.triple, target.cpu,
+                                      target.features, str(target.vector_width_f32))).encode()).hexdigest()
+
+
+def _from_disk(disk: DiskCache, func: PrimFunc, target: Target, key: str,
+               texts: bool) -> tuple[str, tuple[str, str, bytes] | None]:
+    """``(LLVM IR text, (optimized IR, assembly, object) or None)`` from the disk cache. The index (keyed by
+    the loop IR and this compiler's version, :func:`_index_key`) names the entry without building the
+    LLVM IR (3.5 of light_resnet50's 8.8 s of CPU with every kernel on disk, measured); without it the IR is
+    built and its own key looked up. The text is "" when it was not built and no entry was found."""
+    ikey, kind = _index_key(target, key, texts), _kind(texts)
+    index = disk.index.get(ikey)
+    named = index[0].decode() if index is not None and len(index) == 1 else ""
+    parts = disk.get(named) if named else None
+    if parts is None:
+        text = _kernel_ir(func, target, "prism_k_" + key[:16])
+        dkey = _disk_key(kind, text, target, KERNEL_OPTIONS)
+        parts = disk.get(dkey) if dkey != named else None
+        if parts is None:
+            return text, None
+        disk.index.put(ikey, [dkey.encode()])
+    if len(parts) != (4 if texts else 1):
+        return "", None
+    if not texts:
+        return "", ("", "", parts[0])
+    return parts[0].decode(), (parts[1].decode(), parts[2].decode(), parts[3])
+
+
+def _to_disk(disk: DiskCache, target: Target, key: str, texts: bool, text: str,
+             out: tuple[str, str, bytes]) -> None:
+    """Store a compiled kernel (its LLVM IR ``text`` and ``out``) and its index entry (:func:`_from_disk`)."""
+    opt, asm, obj = out
+    dkey = _disk_key(_kind(texts), text, target, KERNEL_OPTIONS)
+    disk.put(dkey, [text.encode(), opt.encode(), asm.encode(), obj] if texts else [obj])
+    disk.index.put(_index_key(target, key, texts), [dkey.encode()])
 
 
 def _kernel_ir(func: PrimFunc, target: Target, symbol: str) -> str:

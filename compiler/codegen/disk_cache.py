@@ -11,13 +11,17 @@ optimization and code-generation options, the llvmlite and LLVM versions, and :d
 (bumped whenever what an entry holds changes). The same key means the same bytes for every writer, so
 concurrent writers cannot disagree, only race to write the same file.
 
-File format (``<dir>/<key[:2]>/<key>.ko``): a 48-byte header, ``b"PRISMKO1"``, the payload's length (u64
-little-endian) and its SHA-256, then the payload: the number of parts (u32), each part's length (u64),
-the parts' bytes. The first part is the key itself (a renamed or misplaced file is refused). A file whose
+File format (``<dir>/<key[:2]>/<key>.ko``): a 48-byte header, ``b"PRISMKO2"``, the payload's length (u64
+little-endian) and its SHA-256, then the payload, zlib-compressed at level 1 (the LLVM IR and assembly
+texts shrink several times): the number of parts (u32), each part's length (u64), the parts' bytes. The first part is the key itself (a renamed or misplaced file is refused). A file whose
 length, digest or key does not match (truncated, corrupt, written by something else) is counted in
 ``corrupt``, removed and treated as a miss: the caller compiles and the entry is written again. Writes go
 to a temporary file in the same folder, then ``os.replace`` (atomic on POSIX): a reader sees the old
 file, the new one or none, never half of one.
+
+A cache has an index (:attr:`DiskCache.index`, in ``<dir>/index``): a cache of its own, of small entries
+that name entries of the first, under keys its user chooses (``compiler.codegen.compile``: the kernel's loop
+IR and the compiler's version, so that a hit needs no LLVM IR built).
 
 Bounded: after a process has written ``max_bytes / 16`` (and at its first write) it scans the folder and,
 when the entries together exceed ``max_bytes``, removes the least recently used (oldest mtime; a hit
@@ -39,6 +43,7 @@ import os
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +51,7 @@ from pathlib import Path
 import llvmlite
 
 #: bumped whenever what an entry holds, or how it is laid out, changes
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: 512 MiB: about a hundred models the size of light_resnet50 (their kernels' object code, optimized
 #: LLVM IR and assembly)
 DEFAULT_DISK_CACHE_BYTES = 512 * 1024 * 1024
@@ -54,7 +59,8 @@ ENV_ENABLED = "PRISM_KERNEL_CACHE"
 ENV_DIR = "PRISM_KERNEL_CACHE_DIR"
 ENV_MAX_BYTES = "PRISM_KERNEL_CACHE_DISK_BYTES"
 SUFFIX = ".ko"
-_MAGIC = b"PRISMKO1"
+INDEX_DIR = "index"
+_MAGIC = b"PRISMKO2"
 _HEADER = struct.Struct("<8sQ32s")
 _TMP_STALE_S = 600.0
 _TOUCH_AFTER_S = 60.0
@@ -89,31 +95,39 @@ def entry_key(kind: str, llvm_ir: str, triple: str, cpu: str, features: str, opt
 
 
 def encode(key: str, parts: Sequence[bytes]) -> bytes:
-    """An entry's file bytes: header, then the payload of ``key`` and ``parts`` (module docstring)."""
+    """An entry's file bytes: header, then the payload of ``key`` and ``parts``, zlib-compressed (module
+    docstring)."""
     items = [key.encode(), *parts]
-    payload = b"".join([struct.pack("<I", len(items)), *(struct.pack("<Q", len(p)) for p in items), *items])
+    raw = b"".join([struct.pack("<I", len(items)), *(struct.pack("<Q", len(p)) for p in items), *items])
+    payload = zlib.compress(raw, 1)
     return _HEADER.pack(_MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
 
 
 def decode(key: str, data: bytes) -> list[bytes] | None:
     """The parts of an entry's file bytes ``data`` (less the key), or None when its magic, length, digest,
-    layout or key does not match."""
+    compression, layout or key does not match."""
     if len(data) < _HEADER.size:
         return None
     magic, length, digest = _HEADER.unpack_from(data)
     payload = data[_HEADER.size:]
     if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
         return None
-    (count,) = struct.unpack_from("<I", payload)
-    offset = 4 + 8 * count
-    if count < 1 or offset > len(payload):
+    try:
+        raw = zlib.decompress(payload)
+    except zlib.error:
         return None
-    lengths = struct.unpack_from(f"<{count}Q", payload, 4)
-    if offset + sum(lengths) != len(payload):
+    if len(raw) < 4:
+        return None
+    (count,) = struct.unpack_from("<I", raw)
+    offset = 4 + 8 * count
+    if count < 1 or offset > len(raw):
+        return None
+    lengths = struct.unpack_from(f"<{count}Q", raw, 4)
+    if offset + sum(lengths) != len(raw):
         return None
     parts = []
     for n in lengths:
-        parts.append(payload[offset:offset + n])
+        parts.append(raw[offset:offset + n])
         offset += n
     return parts[1:] if parts[0] == key.encode() else None
 
@@ -122,12 +136,16 @@ class DiskCache:
     """The entries under ``root``, at most about ``max_bytes`` together (module docstring). Thread-safe; any
     number of processes may share one ``root``."""
 
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    def __init__(self, root: Path, max_bytes: int, index: bool = True) -> None:
         self.root = Path(root)
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(DiskCacheStats.__dataclass_fields__, 0)
         self._written_since_scan: int | None = None  # None: no scan yet in this process
+        #: small entries that name other entries (``compiler.codegen.compile``: a kernel's loop IR -> the key
+        #: of its LLVM IR's entry), in ``root/index`` with 1/32 of the cap and counters of their own
+        self.index: DiskCache = DiskCache(self.root / INDEX_DIR, max(max_bytes // 32, 1), index=False) \
+            if index else self
 
     def path(self, key: str) -> Path:
         """Where the entry ``key`` lives."""
@@ -219,8 +237,8 @@ class DiskCache:
         if not self.root.is_dir():
             return entries, 0
         for sub in os.scandir(self.root):
-            if not sub.is_dir(follow_symlinks=False):
-                continue
+            if len(sub.name) != 2 or not sub.is_dir(follow_symlinks=False):
+                continue  # INDEX_DIR is a cache of its own
             for e in os.scandir(sub.path):
                 try:
                     st = e.stat(follow_symlinks=False)

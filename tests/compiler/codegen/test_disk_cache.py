@@ -49,6 +49,11 @@ def _in_fresh_process(constant: float, env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _entries(root: Path) -> list[Path]:
+    """The kernel entries under ``root`` (not its index's)."""
+    return sorted(root.glob("??/*" + SUFFIX))
+
+
 def _kernel(constant: float) -> PrimFunc:
     x, y, i = Buffer("x", "f32", (64,), "arena"), Buffer("y", "f32", (64,), "arena"), Var("i")
     return PrimFunc(f"add_{constant:g}", [x, y], For(i, 64, Store(y, (i,), add(Load(x, (i,)), Float(constant)))))
@@ -73,7 +78,7 @@ def test_a_second_compile_in_a_fresh_process_is_read_from_the_disk(cache_dir):
     assert second["obj"] == first["obj"]
     other = _in_fresh_process(3.5, env)  # another kernel: another entry
     assert other["stats"]["hits"] == 0 and other["stats"]["writes"] == 1
-    assert len(list(cache_dir.rglob("*" + SUFFIX))) == 2
+    assert len(_entries(cache_dir)) == 2 and len(_entries(cache_dir / "index")) == 2
 
 
 def test_a_hit_gives_the_same_kernel_texts_and_line_maps(cache_dir):
@@ -94,7 +99,7 @@ def test_a_hit_gives_the_same_kernel_texts_and_line_maps(cache_dir):
 def test_a_corrupt_or_truncated_entry_is_ignored_and_written_again(cache_dir):
     host = get_target("host")
     good = cg.compile_kernel(_kernel(4.0), host)
-    (path,) = cache_dir.rglob("*" + SUFFIX)
+    (path,) = _entries(cache_dir)
     whole = path.read_bytes()
     for bad in (whole[: len(whole) // 2], whole[:-1] + bytes([whole[-1] ^ 1]), b"", b"not an entry at all"):
         path.write_bytes(bad)
@@ -105,6 +110,24 @@ def test_a_corrupt_or_truncated_entry_is_ignored_and_written_again(cache_dir):
         assert (after.corrupt - before.corrupt, after.writes - before.writes, after.hits - before.hits) == (1, 1, 0)
         assert path.read_bytes() == whole  # rewritten whole
     assert cg.compile_kernel(_kernel(4.0), host).cached
+    (index,) = _entries(cache_dir / "index")
+    index.write_bytes(index.read_bytes()[:-3])  # a torn index entry: the kernel is found by its LLVM IR
+    before = disk_cache().stats()
+    assert cg.compile_kernel(_kernel(4.0), host).cached
+    assert disk_cache().stats().hits == before.hits + 1 and disk_cache().index.stats().corrupt == 1
+
+
+def test_the_index_holds_for_one_compiler_version_and_the_llvm_ir_key_for_any(cache_dir, monkeypatch):
+    host = get_target("host")
+    cg.compile_kernel(_kernel(4.5), host)
+    assert cg.compile_kernel(_kernel(4.5), host).cached
+    index = disk_cache().index.stats()
+    assert (index.hits, index.misses, index.writes) == (1, 1, 1)  # the second compile built no LLVM IR
+    monkeypatch.setattr(cg, "__version__", "0.1.0+another")  # the compiler's code changed
+    again = cg.compile_kernel(_kernel(4.5), host)
+    assert again.cached  # its LLVM IR is the same: the entry serves, and a new index entry names it
+    index = disk_cache().index.stats()
+    assert (index.hits, index.misses, index.writes) == (1, 2, 2) and len(_entries(cache_dir)) == 1
 
 
 def test_an_entry_under_another_key_is_refused():
@@ -126,8 +149,8 @@ def test_the_least_recently_used_entries_are_evicted_under_the_cap(tmp_path):
     for key in keys[5:]:
         cache.put(key, [blob])
         cache.evict()
-    left = {p.stem for p in tmp_path.rglob("*" + SUFFIX)}
-    total = sum(p.stat().st_size for p in tmp_path.rglob("*" + SUFFIX))
+    left = {p.stem for p in _entries(tmp_path)}
+    total = sum(p.stat().st_size for p in _entries(tmp_path))
     assert total <= cache.max_bytes
     assert keys[0] in left and set(keys[5:]) <= left  # the recently used stay
     assert keys[1] not in left and keys[2] not in left  # the oldest went first
@@ -151,8 +174,8 @@ def test_two_processes_writing_the_same_entry_leave_a_valid_one(cache_dir):
                               text=True) for _ in range(2)]
     outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs) and outs[0]["obj"] == outs[1]["obj"]
-    (path,) = cache_dir.rglob("*" + SUFFIX)  # one entry, no temporary file left
-    assert [p.name for p in cache_dir.rglob("*") if p.is_file()] == [path.name]
+    assert len(_entries(cache_dir)) == 1 and len(_entries(cache_dir / "index")) == 1  # one entry each
+    assert not [p for p in cache_dir.rglob("*") if p.is_file() and not p.name.endswith(SUFFIX)]  # no .tmp left
     third = _in_fresh_process(7.5, {"PRISM_KERNEL_CACHE_DIR": str(cache_dir)})
     assert third["stats"]["hits"] == 1 and third["stats"]["corrupt"] == 0 and third["obj"] == outs[0]["obj"]
 
