@@ -104,6 +104,12 @@ def _finish(comp: Compilation, unit: Compilation, batched: dict[int, Any]) -> No
     comp.stage_ms["run"] = comp.stage_ms.get("run", 0.0) + (time.perf_counter() - t1) * 1e3
 
 
+def _control_nodes(*comps: Compilation) -> str:
+    """The run-time control-flow nodes of the control-flow stage's decisions, by name and op."""
+    names = {f"{d.get('op', '')} {d.get('node', '')!r}".strip() for c in comps for d in (c.control or [])}
+    return ", ".join(sorted(names)) or "If/Loop/Scan"
+
+
 def _inside(name: str, batched: dict[int, Any], refused: dict[str, str]) -> str:
     """The remark's words for which kernels take ``name`` inside their loops and which loop per sample."""
     gemm = [lk.name for lk, _ in batched.values() if "batch_loops" not in lk.func.attrs]
@@ -139,7 +145,9 @@ def compile_batch(comp: Compilation, name: str, lo: int, hi: int) -> str | None:
                     backend=True)
     except CompileError as e:
         return f"compiling N=1 and N={hi} apart: {e.message}"
-    assert unit.graph is not None and top.graph is not None
+    if unit.graph is None or top.graph is None:  # the control-flow stage compiled it in parts around an If/Loop/Scan
+        return (f"the model has run-time control flow ({_control_nodes(unit, top)}), compiled in parts around it: "
+                f"the parts are not one call list that {name} can bound")
     split = batch_split(unit.graph, top.graph, hi)
     if split.reason is not None:
         return split.reason

@@ -194,3 +194,52 @@ def test_only_the_kernels_that_run_are_compiled(mode: str, monkeypatch: pytest.M
     per_sample = [c["name"] for c in prog.unit.calls if not any(a["kind"] == "dim" for a in c["args"])]
     assert bool(per_sample) == (mode == "topk")
     _against_ort(m, prog, shapes, (1, 4, 3))
+
+
+def _if_on_the_batch() -> onnx.ModelProto:
+    """An If on a condition computed from every sample (ReduceSum(x) > 0: Relu or Neg), then a MatMul."""
+    then = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [], [h.make_tensor_value_info("t", T.FLOAT, ["N", 8])])
+    els = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [], [h.make_tensor_value_info("e", T.FLOAT, ["N", 8])])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0), h.make_node("Greater", ["s", "zero"], ["cond"]),
+             h.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=els, name="bif"),
+             h.make_node("MatMul", ["y", "w"], ["z"])]
+    w = np.random.default_rng(0).standard_normal((8, 4))
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["N", 8])], [h.make_tensor_value_info("z", T.FLOAT, ["N", 4])],
+                  [_c("zero", 0.0), _c("w", w)])
+
+
+def _scan_over_time(steps: int) -> onnx.ModelProto:
+    """A Scan over axis 1 (time) of x [N, steps, 4]: s = tanh(s + x_t), the states as scan output."""
+    vi = h.make_tensor_value_info
+    body = h.make_graph([h.make_node("Add", ["s", "xt"], ["s2"]), h.make_node("Tanh", ["s2"], ["y"])], "b",
+                        [vi("s", T.FLOAT, ["N", 4]), vi("xt", T.FLOAT, ["N", 4])],
+                        [vi("s2", T.FLOAT, ["N", 4]), vi("y", T.FLOAT, ["N", 4])])
+    node = h.make_node("Scan", ["s0", "x"], ["fin", "ys"], body=body, num_scan_inputs=1, scan_input_axes=[1],
+                       scan_output_axes=[1], name="tscan")
+    return _model([node], [vi("s0", T.FLOAT, ["N", 4]), vi("x", T.FLOAT, ["N", steps, 4])],
+                  [vi("fin", T.FLOAT, ["N", 4]), vi("ys", T.FLOAT, ["N", steps, 4])], [])
+
+
+@pytest.mark.parametrize("case", ["if", "scan"])
+def test_run_time_control_flow_under_a_dim_range_is_compiled_per_size(case: str) -> None:
+    """A model the control-flow stage compiles in parts (a data-dependent If; a Scan of 40 steps, over
+    the unroll limit) has no one call list for N to bound: one compilation per size, each with its
+    run-time control flow, against ONNX Runtime at N = 1, 2, 4 (the If both ways). It failed with an
+    internal AssertionError."""
+    if case == "if":
+        m, shapes = _if_on_the_batch(), {"x": ["N", 8]}
+    else:
+        m, shapes = _scan_over_time(40), {"s0": ["N", 4], "x": ["N", 40, 4]}
+    comp = Compilation(Request(m, input_shapes=shapes, dim_ranges={"N": (1, 4)}, verify=False, benchmark=False,
+                               link=True, kernel_events=False), EventStream(lambda e: None))
+    run_stages(comp)
+    assert isinstance(comp.program, DimRangeProgram)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 2, 4):
+        feeds = _feeds(m, shapes, n)
+        for sign in ((1, -1) if case == "if" else (1,)):
+            f = {k: np.abs(v) * sign for k, v in feeds.items()} if case == "if" else feeds
+            got = run_program(comp.program, [f[i.name] for i in m.graph.input])
+            for g, r in zip(got, sess.run(None, f), strict=True):
+                assert g.shape == r.shape
+                np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
