@@ -316,9 +316,8 @@ def gemm_nest(lk: LoweredKernel, m_n: int, n_n: int, k_n: int, t: Tile, a_at: AA
         conds.append(lambda nl, n: Bin("<", n, Int(n_n)))
 
     full, rest = divmod(m_n, t.mr)
-    # loop order of a column block's tiles: row tiles outer (an MR x K panel of A reused across the
-    # block's column tiles) or column tiles outer (a K x NR panel of B reused across the row tiles)
-    # (the block's real columns: a block of whole tiles may pad past N, 64 for N = 48 with 32-wide tiles)
+    # loop order of a block's tiles: row tiles outer (an MR x K panel of A reused across its column tiles) or
+    # column tiles outer (a K x NR panel of B reused across the row tiles); min(block, N): its real columns
     default = "nt_mo" if split_b and m_run is None and min(block_cols, n_n) > m_n else "mo_nt"
     order = str(choose("tile_order", default, ["mo_nt", "nt_mo"])) if full > 1 and tpb > 1 else "mo_nt"
 
