@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import tempfile
 import threading
 import time
 import zlib
@@ -263,9 +264,15 @@ class DiskCache:
 
 
 def default_dir() -> Path:
-    """``$XDG_CACHE_HOME/prism/kernels``, or ``~/.cache/prism/kernels`` without it."""
+    """``$XDG_CACHE_HOME/prism/kernels``, or ``~/.cache/prism/kernels`` without it; for a user with no home
+    (no ``HOME`` and no password entry: an arbitrary container uid), ``<tempdir>/prism-kernels-<uid>``."""
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return Path(base or Path.home() / ".cache") / "prism" / "kernels"
+    if base:
+        return Path(base) / "prism" / "kernels"
+    try:
+        return Path.home() / ".cache" / "prism" / "kernels"
+    except (RuntimeError, KeyError):
+        return Path(tempfile.gettempdir()) / f"prism-kernels-{os.getuid()}"
 
 
 def disk_cache_limit() -> int:

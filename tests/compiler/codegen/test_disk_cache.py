@@ -19,6 +19,7 @@ from compiler.codegen.disk_cache import (
     SUFFIX,
     DiskCache,
     decode,
+    default_dir,
     disk_cache,
     disk_cache_limit,
     encode,
@@ -192,3 +193,17 @@ def test_disabled_by_the_environment(cache_dir, monkeypatch):
     monkeypatch.setenv("PRISM_KERNEL_CACHE_DISK_BYTES", "lots")
     with pytest.raises(ValueError, match="PRISM_KERNEL_CACHE_DISK_BYTES"):
         disk_cache_limit()
+
+
+def test_the_default_folder_follows_xdg_and_survives_a_user_without_a_home(monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
+    assert default_dir() == Path("/somewhere/cache/prism/kernels")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert default_dir() == Path("/home/someone/.cache/prism/kernels")
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert default_dir().name == f"prism-kernels-{os.getuid()}"
