@@ -11,7 +11,9 @@ depthwise-separable CNNs, a recurrent model, a sub-millisecond encoder) and ever
 alternating run by run, and prints one row: threads, Prism ms (median, one call of the entry
 function), ONNX Runtime ms (median), ratio Prism/ONNX Runtime, Prism's speedup over its own 1-thread
 time in the same child (rows above one thread), max abs error (and pass/fail of the verification,
-rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen, wall). A model
+rtol 1e-3, atol 1e-4 x max|output|), compile s (import + passes + lowering + codegen, wall; a kernel
+found in the in-process or the on-disk kernel cache costs no codegen: ``PRISM_KERNEL_CACHE=0`` turns the
+disk one off for a first compile's time). A model
 whose comparison did not run (ONNX Runtime cannot run it) says ``not verified (<reason>)`` instead of
 an error and does not fail the run; a compile failure or a difference does (exit status 1). The last
 lines are the geometric means of the ratios per thread count over the models that ran. Timings are
