@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import CompileError
-from ..frontend.control_flow import place_error
+from ..frontend.origin import place_error
 from ..runtime.limits import memory_error_message
 from .state import Compilation
 

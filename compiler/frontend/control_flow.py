@@ -16,8 +16,8 @@ ONNX level, with the shapes bound by specialization:
 
 Inlined bodies get their internal names prefixed (unique per inlined copy); references to outer
 values keep their names. Each inlined node carries where it came from as the user wrote it (the
-control node, the step or branch, the body node: :func:`inlined_from`), so that an error about it
-names those (:func:`place_error`), not the prefixed name. Anything else (a data-dependent condition or trip count) is left in
+control node, the step or branch, the body node: ``compiler.frontend.origin``), so that an error
+about it names those, not the prefixed name. Anything else (a data-dependent condition or trip count) is left in
 place, as is a Loop or Scan of more than :data:`MAX_UNROLL_STEPS` steps: the runtime runs them
 (``compiler.driver.control``). Semantics: the ONNX specs of If,
 Loop (opset 11+ body signature ``(iteration_num, cond, carried...)``) and Scan (opset 9+).
@@ -33,6 +33,7 @@ from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from .importer import import_model
+from .origin import ORIGIN, ORIGIN_NODE, body_label, control_place, set_meta
 from .specialize import specialize
 
 CONTROL = ("If", "Loop", "Scan")
@@ -90,70 +91,11 @@ def _rename_subgraphs(n: NodeProto, mapping: dict[str, str]) -> None:
                 _rename_graph(sg, mapping)
 
 
-ORIGIN = "prism.inlined_from"  # NodeProto.metadata_props key: "<control node> (<op>, <where>): body node <label> (<op>)"
-ORIGIN_NODE = "prism.inlined_node"  # ... and the outermost control node's label and op, "label\top"
-
-
-def _meta(node: NodeProto, key: str) -> str | None:
-    return next((p.value for p in node.metadata_props if p.key == key), None)
-
-
-def _set_meta(node: NodeProto, key: str, value: str) -> None:
-    for p in node.metadata_props:
-        if p.key == key:
-            p.value = value
-            return
-    node.metadata_props.add(key=key, value=value)
-
-
-def body_label(n: NodeProto) -> str:
-    """A body node as the user wrote it: its name, or op type and first output (``Graph`` labels)."""
-    return n.name or f"{n.op_type}:{n.output[0] if n.output else '?'}"
-
-
-def control_place(node: NodeProto, where: str) -> tuple[str, str, str]:
-    """``(place, outermost label, its op)`` for the body of control node ``node`` inlined ``where``
-    ("step 2 of 3, unrolled", "then_branch inlined"): ``"rnn (Scan, step 2 of 3, unrolled)"``;
-    a control node itself inlined from a body continues its chain
-    (``"rnn (Scan, step 0 of 3, unrolled): body node br (If), then_branch inlined"``)."""
-    outer, top = _meta(node, ORIGIN), _meta(node, ORIGIN_NODE)
-    if outer is not None and top is not None:
-        label, _, op = top.partition("\t")
-        return f"{outer}, {where}", label, op
-    return f"{body_label(node)} ({node.op_type}, {where})", body_label(node), node.op_type
-
-
-def inlined_from(node: NodeProto) -> tuple[str, str, str] | None:
-    """``(where, control node label, its op)`` for a node inlined from a control-flow body (None for
-    any other): ``where`` names the control node, step or branch and the body node as written."""
-    where, top = _meta(node, ORIGIN), _meta(node, ORIGIN_NODE)
-    if where is None or top is None:
-        return None
-    label, _, op = top.partition("\t")
-    return where, label, op
-
-
-def place_error(model: ModelProto | None, err: Any) -> Any:
-    """``err`` (a CompileError) about a node of ``model`` inlined from a control-flow body, re-said
-    with the control node and body node as the user wrote them (``node``/``op`` the outermost
-    control node's); ``err`` itself for any other node."""
-    if model is None or not getattr(err, "node", None):
-        return err
-    found = next((inlined_from(n) for n in model.graph.node if n.name == err.node), None)
-    if found is None:
-        return err
-    where, label, op = found
-    said = f"{err.node} ({err.op})" if err.op else err.node
-    msg = err.message.replace(said, where, 1) if said in err.message else f"{where}: {err.message}"
-    return type(err)(err.stage, msg, node=label, op=op, pass_name=err.pass_name, kernel=err.kernel,
-                     attribute=err.attribute)
-
-
 def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str],
                 place: tuple[str, str, str] | None = None) -> tuple[list[NodeProto], list[str]]:
     """Copy ``body``'s nodes with its inputs bound to outer names (``bind``: body input -> outer
-    name) and its internal names made unique; with ``place`` (:func:`control_place`) each copy
-    records where it came from (:func:`inlined_from`). Returns the nodes and the outer names of its
+    name) and its internal names made unique; with ``place`` (``origin.control_place``) each copy
+    records where it came from (``origin.inlined_from``). Returns the nodes and the outer names of its
     outputs."""
     mapping = dict(bind)
     prefix = ctx.fresh("body")
@@ -180,8 +122,8 @@ def inline_body(ctx: _Ctx, body: GraphProto, bind: dict[str, str],
                 m.output[k] = mapping[name]
         _rename_subgraphs(m, mapping)
         if place is not None:
-            _set_meta(m, ORIGIN, f"{place[0]}: body node {body_label(n)} ({n.op_type})")
-            _set_meta(m, ORIGIN_NODE, f"{place[1]}\t{place[2]}")
+            set_meta(m, ORIGIN, f"{place[0]}: body node {body_label(n)} ({n.op_type})")
+            set_meta(m, ORIGIN_NODE, f"{place[1]}\t{place[2]}")
         nodes.append(m)
     outs = []
     for o in body.output:

@@ -21,6 +21,7 @@ from typing import Any
 import onnx
 from onnx import FunctionProto, ModelProto, NodeProto, TypeProto
 
+from .origin import carry_origin
 from .rounds import rewrite_rounds
 
 
@@ -119,6 +120,7 @@ def expand_functions(model: ModelProto, keep: Callable[[NodeProto], bool], max_r
             _add_defaults(full, schema)
             prefix = f"{node.name or node.op_type}_x{rnd}_{i}_"
             body = function_expand_helper(full, fp, prefix)
+            carry_origin(node, body, "expanded to")  # a node inlined from a control-flow body: errors name it
             new_nodes.extend(body)
             if decisions is not None:
                 decisions.append({"node": node.name or node.op_type, "op": node.op_type, "expanded": True,

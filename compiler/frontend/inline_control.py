@@ -33,11 +33,11 @@ from .control_flow import (
     _constant_value,
     _Ctx,
     _shape_of,
-    control_place,
     inline_body,
     loop_plan,
     unroll_loop,
 )
+from .origin import control_place
 from .rounds import rewrite_rounds
 from .unroll_scan import _scan, scan_plan
 

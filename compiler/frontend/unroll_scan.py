@@ -15,7 +15,8 @@ import numpy as np
 from onnx import GraphProto, NodeProto, helper
 
 from ..errors import CompileError
-from .control_flow import MAX_UNROLL_STEPS, _attr, _Ctx, _stack, control_place, inline_body
+from .control_flow import MAX_UNROLL_STEPS, _attr, _Ctx, _stack, inline_body
+from .origin import control_place
 
 
 def _unroll_steps(ctx: _Ctx, node: NodeProto, state: list[str], scans: list[str], axes: list[int],
@@ -23,7 +24,7 @@ def _unroll_steps(ctx: _Ctx, node: NodeProto, state: list[str], scans: list[str]
                   ) -> tuple[list[str], list[list[str]]]:
     """Inline ``node``'s body once per time step: the states carried from step to step, each scan input
     sliced at ``t`` (``steps - 1 - t`` when its direction is reverse) along its axis; each copy
-    records its step (and batch ``row``, Scan-8) for errors (``control_flow.control_place``). Returns
+    records its step (and batch ``row``, Scan-8) for errors (``origin.control_place``). Returns
     the final states and, per scan output, its per-step values in step order."""
     body: GraphProto = _attr(node, "body")
     n_state = len(state)

@@ -344,3 +344,31 @@ def test_an_unrolled_body_invalid_at_its_shapes_names_the_control_node_and_body_
     assert (info.value.node, info.value.op) == ("rnn", "Scan")
     assert info.value.message.startswith("rnn (Scan, step 0 of 3, unrolled): body node pick (If), then_branch inlined: "
                                          "body node squash (Squeeze): cannot squeeze axis 0")
+
+
+def test_a_lowering_error_in_an_unrolled_body_names_the_scan_and_the_expanded_body_node() -> None:
+    """Bernoulli in a 3-step Scan body: unrolled, then expanded to its ONNX function (RandomUniformLike,
+    which Prism does not lower); the error names the Scan, the step and the body node as written, not the
+    copy's name (it said 'node RandomUniformLike:body__cf3_coin_x0_2_X_random'). An If on a constant
+    whose taken branch has a Conv of the wrong channel count names the If and the Conv."""
+    body = _graph([h.make_node("Sigmoid", ["s"], ["p"]), h.make_node("Bernoulli", ["p"], ["b"], name="coin"),
+                   h.make_node("Add", ["b", "xt"], ["s2"])], "body", [_vi("s", shape=[4]), _vi("xt", shape=[4])],
+                  [_vi("s2", shape=[4])])
+    m = _model([h.make_node("Scan", ["s0", "xs"], ["fin"], body=body, num_scan_inputs=1, name="rs")],
+               [_vi("s0", shape=[4]), _vi("xs", shape=[3, 4])], [_vi("fin", shape=[4])])
+    with pytest.raises(CompileError) as info:
+        compile_program(m, None)
+    assert (info.value.stage, info.value.node, info.value.op) == ("lowering", "rs", "Scan")
+    assert info.value.message == ("rs (Scan, step 0 of 3, unrolled): body node coin (Bernoulli), expanded to "
+                                  "RandomUniformLike: no lowering for op RandomUniformLike")
+    then = _graph([h.make_node("Conv", ["x", "w"], ["t"], name="bad_conv")], "then", [], [_vi("t")])
+    other = _graph([h.make_node("Identity", ["x"], ["e"])], "else", [], [_vi("e")])
+    m = _model([h.make_node("If", ["yes"], ["y"], then_branch=then, else_branch=other, name="cfg_if")],
+               [_vi("x", shape=[1, 3, 8, 8])], [_vi("y")], [_c("yes", np.array(True)), _c("w", np.ones((4, 2, 3, 3), np.float32))])
+    with pytest.raises(Exception):  # noqa: B017 (ONNX Runtime's own error type)
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": np.zeros((1, 3, 8, 8), np.float32)})
+    with pytest.raises(CompileError) as info:
+        compile_program(m, None)
+    assert (info.value.node, info.value.op) == ("cfg_if", "If")
+    assert info.value.message.startswith("cfg_if (If, then_branch inlined): body node bad_conv (Conv): ")
