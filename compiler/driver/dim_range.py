@@ -45,6 +45,20 @@ def _check_fixed_dims(comp: Compilation, shapes: Mapping[str, Sequence[Any]], na
                                    f"model fixes at {dims[i].dim_value}")
 
 
+def _check_names(comp: Compilation, shapes: Mapping[str, Sequence[Any]]) -> None:
+    """Raise CompileError(stage="request") for an ``input_shapes`` name that is no model input, before
+    any size is compiled (as ``compiler.frontend.specialize`` words it; not "N=3: ..." at the first size)."""
+    if comp.proto is None:
+        return
+    inits = {t.name for t in comp.proto.graph.initializer}
+    names = [v.name for v in comp.proto.graph.input if v.name not in inits]
+    for name in shapes:
+        if name not in names:
+            const = " (it is an initializer, a constant)" if name in inits else ""
+            raise CompileError("request", f"input_shapes names {name!r}, which is not a model input{const}; "
+                               f"inputs: {', '.join(names) or 'none'}")
+
+
 def compile_dim_range(comp: Compilation) -> None:
     """Stage ``dim-range``: nothing without a ranged dim; else ``comp.program`` (a DimRangeProgram),
     and ``comp.reference``/``trims``/``flat_outputs``/``sequence_layout`` of the largest size. Raises
@@ -56,6 +70,7 @@ def compile_dim_range(comp: Compilation) -> None:
         return
     names = check_dim_ranges(shapes, req.dim_ranges)
     assert req.dim_ranges is not None
+    _check_names(comp, shapes)
     for d in names:
         _check_fixed_dims(comp, shapes, d, *(int(x) for x in req.dim_ranges[d]))
     if len(names) == 2:

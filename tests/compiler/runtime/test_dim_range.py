@@ -146,6 +146,22 @@ def test_a_range_over_a_dim_the_model_fixes_names_the_range() -> None:
     assert res.error is None  # a range of the one size the model fixes is that size
 
 
+def test_a_range_over_an_input_the_model_lacks_is_a_request_error() -> None:
+    """A new user's --input-shape gpu_0/data_0=N,... on light_inception_v1 (whose input is data_0) was told
+    'shape: N=3: input_shapes names ...' from the first size compiled; it is the request's error, before
+    any size compiles, naming the model's inputs (an initializer's name says so)."""
+    m = conv_net()
+    res = compiler.compile(m, input_shapes={"gpu_0/x": ["N", 3, 8, 8]}, dim_ranges={"N": (1, 3)}, verify=False,
+                           benchmark=False)
+    assert res.error["stage"] == "request"
+    assert res.error["message"] == "input_shapes names 'gpu_0/x', which is not a model input; inputs: x"
+    init = m.graph.initializer[0].name
+    res = compiler.compile(m, input_shapes={"x": ["N", 3, 8, 8], init: ["N"]}, dim_ranges={"N": (1, 3)},
+                           verify=False, benchmark=False)
+    assert res.error["stage"] == "request" and f"names {init!r}, which is not a model input (it is an initializer" \
+        in res.error["message"]
+
+
 def test_cli_dim_range(tmp_path, capsys) -> None:
     path = tmp_path / "conv.onnx"
     onnx.save(conv_net(), str(path))
