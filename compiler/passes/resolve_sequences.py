@@ -9,13 +9,16 @@ become ``Identity``, ``Split``, ``Concat``, ``Constant`` or inlined bodies (``co
 sequences`` has the rules); a sequence graph output becomes its element outputs. Left alone, with a
 ``missed`` remark saying why: a sequence whose positions or length depend on the data, or on
 control flow not resolved yet (inline-control-flow may resolve it in the next round). With
-``final=true`` such a leftover fails the compilation naming the node and the reason.
+``final=true`` such a leftover fails the compilation naming the node and the reason. First, a Loop
+that appends one tensor per iteration to a sequence stacked after it gets a scan output instead
+(``compiler.frontend.loop_sequences``: the length is the run-time trip count).
 """
 
 from __future__ import annotations
 
 from onnx import ModelProto
 
+from ..frontend.loop_sequences import sequence_loops_to_scans
 from ..frontend.sequence_ops import SEQ_OPS, _label
 from ..frontend.sequences import resolve_sequences
 from .base import ModelPass, ModelPassResult, Option, PassContext, register
@@ -31,10 +34,12 @@ class ResolveSequences(ModelPass):
 
     def run(self, model: ModelProto, ctx: PassContext) -> ModelPassResult:
         kept: dict[str, str] = {}
-        out = resolve_sequences(model, final=bool(self.opts["final"]), kept=kept)
+        scans, loops = sequence_loops_to_scans(model)
+        out = resolve_sequences(scans, final=bool(self.opts["final"]), kept=kept)
         before, after = op_counts(model), op_counts(out)
         gone = {op: before[op] - after[op] for op in SEQ_OPS if before[op] > after[op]}
-        remarks = []
+        remarks = [self.remark("applied", f"Loop '{n}': the sequence it appends to once per iteration and stacks "
+                               "after it (ConcatFromSequence new_axis=1) became a scan output", [n]) for n in loops]
         if gone:
             what = ", ".join(f"{op} ×{k}" for op, k in gone.items())
             remarks.append(self.remark("applied", f"resolved {sum(gone.values())} sequence/optional node(s) into "
