@@ -92,7 +92,10 @@ def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_
                b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
                fn: str, a_unsigned: bool = False, acc_dtype: str = "i32", cols_outer: bool = False) -> Stmt:
     """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``
-    (``cols_outer``: ``for nt, mo``, the column panel kept in L1 while the row tiles stream past it).
+    (``cols_outer``: ``for nt, mo``, the column panel kept in L1 while the row tiles stream past it). The
+    outer tile loop is the kernel's parallel axis (its iterations write disjoint rows / columns of the
+    output; ``compiler.schedule.parallel`` keeps it serial where a launch would carry too little work, and
+    runs the column block's packing before it in parallel too).
 
     ``dpbusd``'s first operand is the unsigned one (``vpdpbusd``: u8 of src1 times s8 of src2): the
     activation words. ``a_unsigned`` says that the broadcast ``a_word`` holds them (Gemm/MatMul: A is the
@@ -107,8 +110,8 @@ def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_
     out = For(vmi, acc_rows, For(vni, nr, store(vmo, vnt, vmi, vni), "vectorized"), "unrolled")
     tile = Allocate(acc, Seq([init, kloop, out]))
     if cols_outer:
-        return For(vnt, n_tiles, For(vmo, m_tiles, tile))
-    return For(vmo, m_tiles, For(vnt, n_tiles, tile))
+        return For(vnt, n_tiles, For(vmo, m_tiles, tile), "parallel" if n_tiles > 1 else "serial")
+    return For(vmo, m_tiles, For(vnt, n_tiles, tile), "parallel" if m_tiles > 1 else "serial")
 
 
 def _epilogue_store(epi: Expr, acc_val: Expr, mapping: dict[str, Expr], buf: Buffer, idx: tuple[Expr, ...],
