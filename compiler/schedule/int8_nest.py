@@ -40,6 +40,7 @@ from .gemm import replace_anchor as _replace_anchor
 
 L2_BLOCK_BYTES = 256 * 1024
 L1_PANEL_BYTES = 20 * 1024
+PARALLEL_MIN_OPS = 20_000_000  # a column block's work below which its tiles stay serial (~60 us at 330 GOP/s)
 SIGN_FLIP = -2139062144  # 0x80808080 as int32: the top bit of each of the four bytes
 
 
@@ -90,12 +91,15 @@ def _words_loop(kg_n: int, k_n: int, group: int, body: Callable[[Expr, Callable[
 
 def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_word: Callable[[Expr, Expr, Expr], Expr],
                b_word: Callable[[Expr, Expr, Expr], Expr], store: Callable[[Expr, Expr, Expr, Expr], Stmt],
-               fn: str, a_unsigned: bool = False, acc_dtype: str = "i32", cols_outer: bool = False) -> Stmt:
+               fn: str, a_unsigned: bool = False, acc_dtype: str = "i32", cols_outer: bool = False,
+               work: int = 0) -> Stmt:
     """``for mo, nt: acc[mr, nr] = 0; for kg: acc += dot(b_word(kg, nt, ni), a_word(mo, kg, mi)); store``
     (``cols_outer``: ``for nt, mo``, the column panel kept in L1 while the row tiles stream past it). The
     outer tile loop is the kernel's parallel axis (its iterations write disjoint rows / columns of the
-    output; ``compiler.schedule.parallel`` keeps it serial where a launch would carry too little work, and
-    runs the column block's packing before it in parallel too).
+    output; ``compiler.schedule.parallel`` then runs the column block's packing before it in parallel
+    too) where one block's ``work`` (multiply-adds x 2) reach :data:`PARALLEL_MIN_OPS`: that module's
+    threshold assumes 50 GFLOP/s, six times slower than these kernels run, and would split blocks of a
+    few microseconds (a 2-thread A/B on dwcnn's pointwise Convs was slower split).
 
     ``dpbusd``'s first operand is the unsigned one (``vpdpbusd``: u8 of src1 times s8 of src2): the
     activation words. ``a_unsigned`` says that the broadcast ``a_word`` holds them (Gemm/MatMul: A is the
@@ -109,9 +113,10 @@ def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_
     kloop = For(vk, kg_n, For(vmi, acc_rows, For(vni, nr, upd, "vectorized"), "unrolled"))
     out = For(vmi, acc_rows, For(vni, nr, store(vmo, vnt, vmi, vni), "vectorized"), "unrolled")
     tile = Allocate(acc, Seq([init, kloop, out]))
+    par = work >= PARALLEL_MIN_OPS
     if cols_outer:
-        return For(vnt, n_tiles, For(vmo, m_tiles, tile), "parallel" if n_tiles > 1 else "serial")
-    return For(vmo, m_tiles, For(vnt, n_tiles, tile), "parallel" if m_tiles > 1 else "serial")
+        return For(vnt, n_tiles, For(vmo, m_tiles, tile), "parallel" if par and n_tiles > 1 else "serial")
+    return For(vmo, m_tiles, For(vnt, n_tiles, tile), "parallel" if par and m_tiles > 1 else "serial")
 
 
 def _epilogue_store(epi: Expr, acc_val: Expr, mapping: dict[str, Expr], buf: Buffer, idx: tuple[Expr, ...],
@@ -163,7 +168,7 @@ def gemm_nest(lk: LoweredKernel, abuf: Buffer, bbuf: Buffer, out_buf: Buffer, ep
                                   "cache_write(acc, local)", "unroll(mi)", f"vectorize(ni)  # {nr // width} x "
                                   f"<{width} x {acc_t}>", "compute_at(epilogue, ni)  # requantize before the store"]
     return gemm_tiles(mr, nr, m_n // mr, tiles, kg_n, a_word, lambda kg, nt, ni: Load(bbuf, (nt, kg, ni)),
-                      store, fn, a_unsigned=True, acc_dtype=acc_t)
+                      store, fn, a_unsigned=True, acc_dtype=acc_t, work=2 * m_n * n_n * k_n)
 
 
 def _lanes(extent: int, width: int) -> int | None:
@@ -334,7 +339,7 @@ def conv_nest(lk: LoweredKernel, xbuf: Buffer, wbuf: Buffer, out_buf: Buffer, ep
     cols_outer = _cols_outer(co, kg_n, nr, cols)
     gemm = gemm_tiles(mr, nr, co // mr, cols // nr, kg_n, lambda mo, kg, mi: Load(wbuf, (mo, kg, mi)),
                       lambda kg, nt, ni: Load(col, (kg, add(mul(nt, nr), ni))), store, fn, acc_dtype=acc_t,
-                      cols_outer=cols_outer)
+                      cols_outer=cols_outer, work=2 * co * k_n * blk)
     sched.append("reorder(nt, mo)  # each column panel held in L1, the weights streamed from L2" if cols_outer
                  else "reorder(mo, nt)  # each row tile's weights held in L1, the block streamed from L2")
     stmts.append(For(vb, nblocks, Seq([prologue, gemm])))
