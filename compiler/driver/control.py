@@ -85,14 +85,30 @@ class _Planner:
         self.uses = {(n.name, pos): name for name, n, pos in input_uses(self.proto) if name in bindable}
 
     # building parts ---------------------------------------------------------------------------
-    def vi(self, name: str, types: dict[str, tuple[list[Any], Any]], *, static: bool, label: str) -> Any:
+    def vi(self, name: str, types: dict[str, tuple[list[Any], Any]], *, static: bool, label: str,
+           reader: tuple[str, str] | None = None) -> Any:
+        """``name``'s value info; with ``static``, CompileError(stage="shape") naming ``reader`` (words,
+        node: ``_reader``) or the part ``label`` when its shape is not static."""
         shape, dtype = types.get(name, (None, None))
         if static and (shape is None or not all(isinstance(d, int) for d in shape)):
-            raise CompileError("shape", f"{label} reads %{name}, whose shape is known only at run time "
+            who, node = reader or (label, label)
+            raise CompileError("shape", f"{who} reads %{name}, whose shape is known only at run time "
                                f"({shape if shape is not None else 'unknown'}); a value crossing a run-time "
-                               "control-flow boundary needs a static shape", node=label)
+                               "control-flow boundary needs a static shape", node=node)
         elem = helper.np_dtype_to_tensor_dtype(dtype) if dtype is not None else TensorProto.UNDEFINED
         return helper.make_tensor_value_info(name, elem, shape)
+
+    def _reader(self, value: str, nodes: list[NodeProto]) -> tuple[str, str] | None:
+        """``(words, node label)`` for who reads ``value`` among a part's ``nodes``: the first reading node
+        and, where a control-flow node makes it, that node ("Relu:y (Relu), after Loop 'grow',")."""
+        node = next((n for n in nodes if value in n.input), None)
+        if node is None:
+            return None
+        label = node.name or f"{node.op_type}:{node.output[0]}"
+        maker = next((n for n in self.proto.graph.node if value in n.output), None)
+        after = f", after {maker.op_type} {(maker.name or maker.output[0])!r}," if maker is not None \
+            and maker.op_type in ("If", "Loop", "Scan") else ""
+        return f"{label} ({node.op_type}){after}", label
 
     def model(self, name: str, nodes: list[NodeProto], inputs: list[str], in_types: dict[str, Any],
               outputs: list[str], inits: list[TensorProto]) -> ModelProto:
@@ -107,7 +123,8 @@ class _Planner:
                 nodes.append(helper.make_node("Identity", [o], [outs[-1]]))
         used = {x for n in nodes for x in reads(n)}
         inits = list(inits) + [self.inits[x] for x in used if x in self.inits and x not in inputs]
-        g = helper.make_graph(nodes, name, [self.vi(i, in_types, static=True, label=name) for i in inputs],
+        g = helper.make_graph(nodes, name, [self.vi(i, in_types, static=True, label=name, reader=self._reader(i, nodes))
+                                            for i in inputs],
                               [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
                               list({t.name: t for t in inits}.values()))
         m = helper.make_model(g, opset_imports=list(self.proto.opset_import), ir_version=self.proto.ir_version)

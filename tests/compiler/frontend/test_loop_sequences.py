@@ -76,3 +76,17 @@ def test_other_forms_stay_sequences() -> None:
     with pytest.raises(CompileError) as info:
         compile_program(m, None)
     assert "ConcatFromSequence" in info.value.message and "not known at compile time" in info.value.message
+
+
+def test_a_stack_of_run_time_length_read_by_a_later_node_names_that_node_and_the_loop() -> None:
+    """The stack's length is the run-time trip count; a node after the Loop that reads it (a Relu) needs
+    a static shape where the model is compiled in parts: the error names the Relu and the Loop, not the
+    internal part ('part1 reads %ys ...')."""
+    m = _model()
+    m.graph.node[2].output[0] = "ys"
+    m.graph.node.append(h.make_node("Relu", ["ys"], ["y"]))
+    with pytest.raises(CompileError) as info:
+        compile_program(m, None)
+    assert info.value.stage == "shape" and info.value.node == "Relu:y"
+    assert info.value.message.startswith("Relu:y (Relu), after Loop 'append_loop', reads %ys, whose shape is known "
+                                         "only at run time")
