@@ -12,7 +12,8 @@ Abramowitz & Stegun 4.4.49 (|error| <= 1e-5 rad), and ``asin``/``acos`` from it;
 each element by counting the elements before it in the order (value, then lower index first, as
 the spec breaks ties) and picks rank ``r`` for output ``r``: quadratic in the axis length; a NaN
 ranks above every number and NaNs tie (as ``onnx.reference``'s numpy ``lexsort`` orders them), so
-``largest=1`` puts NaNs first and ``largest=0`` last. ``Sign`` of NaN is NaN (numpy's ``sign``).
+``largest=1`` puts NaNs first and ``largest=0`` last. ``Sign`` of NaN is NaN (numpy's ``sign``);
+``Hardmax`` of a row holding NaN marks its first NaN (numpy's ``argmax``).
 """
 
 from __future__ import annotations
@@ -272,7 +273,11 @@ def _hardmax(ctx: LowerCtx, node: Node, ins: list[Tensor | None]) -> list[Tensor
         at = lambda mp: x[[mp[k][0] if k in mp else idx[k] for k in range(x.rank)]]  # noqa: E731
         mx = red("max", [m_ax[a] for a in axes], at(m_ax))
         jf = flat([j_ax[k][0] if k in j_ax else idx[k] for k in range(x.rank)])
-        first = red("min", [j_ax[a] for a in axes], select(Bin("==", at(j_ax), mx), jf, Int(total)))
+        xj = at(j_ax)
+        hit = Bin("==", xj, mx)
+        if x.dtype in FLOATS:  # max is NaN when a NaN is there: the first NaN (numpy's argmax, onnx.reference)
+            hit = Bin("or", hit, Bin("!=", xj, xj))
+        first = red("min", [j_ax[a] for a in axes], select(hit, jf, Int(total)))
         one, zero = (fconst(1, x.dtype), fconst(0, x.dtype)) if x.dtype in FLOATS else (Int(1, x.dtype), Int(0, x.dtype))
         return select(Bin("==", flat(idx), first), one, zero)
     return [Tensor(x.shape, x.dtype, fn)]

@@ -132,6 +132,8 @@ for _largest in (0, 1):
     for _out in (0, 1):
         CASES[f"TopK-{'largest' if _largest else 'smallest'}-{('values', 'indices')[_out]}"] = _topk(_largest, _out)
 CASES["Sign"] = _one("Sign", X)
+CASES["Hardmax"] = _one("Hardmax", X)  # a row with NaN: 1 at its first NaN (it marked nothing)
+CASES["Hardmax-ties"] = _one("Hardmax", TIES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
