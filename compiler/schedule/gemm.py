@@ -102,14 +102,13 @@ MR_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14)
 
 
 def tuned_tile(m: int, n: int, width: int, nv: int | None = None) -> Tile:
-    """:func:`pick_tile` (with ``nv`` vectors if given) as the default of the tunable knob ``tile``
-    (``compiler.schedule.knobs``: ``"MRxNV"``): the choices are every MR x NV whose MR x NV
+    """:func:`pick_tile` (with ``nv`` vectors if given, MR lowered until the tile fits) as the default of the
+    tunable knob ``tile`` (``compiler.schedule.knobs``: ``"MRxNV"``): the choices are every MR x NV whose MR x NV
     accumulators, NV B vectors and a broadcast fit the register file (32 vector registers with
     AVX-512, 16 otherwise), MR <= M, and no vector lies wholly past N."""
-    t = pick_tile(m, width)
+    t, regs = pick_tile(m, width), 32 if width >= 16 else 16
     if nv is not None:
-        t.nv = nv
-    regs = 32 if width >= 16 else 16
+        t.nv, t.mr = nv, min(t.mr, (regs - nv - 1) // nv)
     opts = [f"{r}x{v}" for r in MR_CHOICES if r <= m for v in (1, 2, 3, 4)
             if r * v + v + 1 <= regs and (v - 1) * width < n]
     mr, v = (int(x) for x in str(choose("tile", f"{t.mr}x{t.nv}", opts)).split("x"))

@@ -157,7 +157,7 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
         return direct_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb), width)
     if groups == 1 and kh * kw > 1 and scale is None:  # a strided 1x1 keeps the GEMM nest: measured faster
         return blocked_conv(lk, node, xbuf, w, out_buf, ep, (st, dil, pb, in_sp, out_sp), width)
-    t = tuned_tile(mg, n_n, width, nv=2)
+    t = tuned_tile(mg, n_n, width, nv=conv_vectors(n_n, width))
     mr, nr = t.mr, t.nr
     tiles_m = -(-mg // mr)
     wp = np.zeros((groups, tiles_m * mr, k_n), np.float32)
@@ -202,6 +202,17 @@ def _conv(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffe
                   block_bytes=column_block_bytes(target.l2_bytes, 4 * mg * k_n, 4 * k_n * n_n, 4 * mr * k_n))
     body = For(vg, groups, g)
     return finish(lk, [For(vn, nb_, body)], nb_ * (2 * co * n_n * k_n + epilogue_flops(epi) * co * n_n))
+
+
+def conv_vectors(n_n: int, width: int) -> int:
+    """NV, the vectors of ``width`` f32 lanes in the default register tile of a micro-kernel Conv over ``n_n``
+    output pixels: 2, except where the pixels fit one tile of 3 or 4 vectors but not one of 2 (33-64 with
+    AVX-512's 16 lanes: a 7x7 map) and the register file has 32 vectors: that one tile (6x4 or 8x3). 8x2
+    pads 49 pixels to two 32-column tiles and reads the weights twice; 6x4 reads them once, with 24 FMAs
+    per 10 loads/broadcasts for 16. ResNet-50's 1x1 Convs at 7x7, 1 thread, CPU time (``scripts/conv_ab.py``,
+    Emerald Rapids): 512->2048 1.86 -> 1.41 ms, 2048->512 1.98 -> 1.48 ms (ORT 1.57, 1.52); at 14x14 (196
+    pixels) 6x4 measured even with 8x2, so larger maps keep 2."""
+    return -(-n_n // width) if width >= 16 and 2 * width < n_n <= 4 * width else 2
 
 
 def _gemm(lk: LoweredKernel, node: Any, ins: list[Tensor | None], out_buf: Buffer, out_t: Tensor,

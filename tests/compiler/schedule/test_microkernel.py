@@ -69,6 +69,24 @@ def test_conv_microkernel(xs, ws, attrs) -> None:  # type: ignore[no-untyped-def
     np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
 
 
+
+@pytest.mark.parametrize("co,hw", [(20, 7), (64, 6), (16, 8)])
+def test_conv_over_a_small_map_takes_one_wide_column_tile(co, hw) -> None:  # type: ignore[no-untyped-def]
+    """With 32 vector registers (AVX-512), a Conv whose 33-64 output pixels fit one tile of 3 or 4 vectors
+    takes that tile (6x4 at 7x7, 8x3 at 6x6; ``microkernel.conv_vectors``), including a leftover row tile
+    (20 = 3 x 6 + 2); 8x8 (64 pixels) too; results as onnx.reference's. Other widths keep 2 vectors."""
+    host = get_target("host")
+    x = f(1, 32, hw, hw)
+    consts = {"w": f(co, 32, 1, 1), "b": f(co)}
+    ref, node = onnx_node_case("Conv", {"x": x}, {}, consts=consts)
+    lk = try_microkernel(node, "conv", 17, host)
+    assert lk is not None
+    nv = -(-hw * hw // host.vector_width_f32) if host.vector_width_f32 >= 16 else 2
+    tile = next(s for s in lk.func.attrs["schedule"] if s.startswith("tile(m="))
+    assert f"x{nv * host.vector_width_f32} register tile" in tile, tile
+    (got,) = _run(lk, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
 def test_1x1_conv_with_weights_past_l2_keeps_b_in_one_column_block(strides) -> None:  # type: ignore[no-untyped-def]
     """Weights larger than the target's L2 and a small B (7x7 outputs): one column block, so the
