@@ -37,6 +37,7 @@ from ..loops.ir import (
 from ..loops.lower import KernelArg, LoweredKernel
 from ..loops.tensor import unravel
 from .gemm import replace_anchor as _replace_anchor
+from .int8_epilogue import exact_dequantize
 
 L2_BLOCK_BYTES = 256 * 1024
 L1_PANEL_BYTES = 20 * 1024
@@ -121,7 +122,7 @@ def gemm_tiles(acc_rows: int, nr: int, m_tiles: int, n_tiles: int, kg_n: int, a_
 
 def _epilogue_store(epi: Expr, acc_val: Expr, mapping: dict[str, Expr], buf: Buffer, idx: tuple[Expr, ...],
                     conds: list[Expr]) -> Stmt:
-    st: Stmt = Store(buf, idx, substitute(_replace_anchor(epi, acc_val), mapping))
+    st: Stmt = Store(buf, idx, exact_dequantize(substitute(_replace_anchor(epi, acc_val), mapping)))
     if conds:
         c = conds[0]
         for x in conds[1:]:
