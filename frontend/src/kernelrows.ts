@@ -35,8 +35,10 @@ export function scheduleSource(lowered: KernelState["lowered"], tuning?: TuningI
   if (!lowered) return { source: null, note: "" };
   if (lowered.schedule_source !== "tuned" || !lowered.tuned) return { source: "default", note: "the rule-based default schedule" };
   const t = lowered.tuned;
-  const rec = tuning?.records?.[t.workload];
   const times = `${t.median_us.toFixed(1)} µs tuned vs ${t.default_us.toFixed(1)} µs default when recorded`;
+  // before GET .../tuning answers, the origin is unknown: "database" then was a guess (wrong for this run's)
+  if (!tuning) return { source: "tuned", note: `a tuned schedule (${times}); where it came from is loading` };
+  const rec = tuning.records?.[t.workload];
   if (!rec) return { source: "database", note: `from the tuning database (${times})` };
   const who = rec.source === "this run" ? "found by this compilation's tuning" :
     rec.found_in ? `found by compilation ${rec.found_in}${rec.found_by ? ` (${rec.found_by.username})` : ""}` : "found by a compilation you cannot see";

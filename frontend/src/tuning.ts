@@ -199,7 +199,8 @@ export function chartKernels(t: TuningState, n = 8): KernelCurve[] {
 }
 
 /** Where a kernel's schedule came from, for the kernels pane. */
-export type ScheduleSource = "this run" | "database" | "default";
+/** "tuned": on a tuned schedule whose origin is not read yet (GET .../tuning still loading). */
+export type ScheduleSource = "this run" | "database" | "tuned" | "default";
 
 /**
  * The compile form's "Tune for" field: empty is no tuning (null), else a positive number of seconds.

@@ -167,7 +167,7 @@ describe("schedule source", () => {
     expect(db.source).toBe("database");
     expect(db.sourceNote).toContain("found by compilation k3x9q2ab (ada)");
     expect(kernelRows(state, info("database", null))[0].sourceNote).toContain("a compilation you cannot see");
-    expect(kernelRows(state, null)[0].source).toBe("database"); // the record's details not read yet
+    expect(kernelRows(state, null)[0].source).toBe("tuned"); // the record's details not read yet: no guess
     expect(kernelRows(reduceAll(EVENTS))[0].source).toBe("default");
     expect(scheduleSource(undefined).source).toBeNull();
     const rows = [...kernelRows(state, info("this run", "c1")), ...kernelRows(reduceAll(EVENTS)).map((r) => ({ ...r, kernel: "z" }))];

@@ -70,12 +70,19 @@ def test_tuning_streams_live_and_stop_keeps_what_was_found(tuner, page, tmp_path
     lowered = {e["kernel"]: e for e in events if e["type"] == "kernel.lowered"}
     page.goto(f"{stack.url}/c/{cid}/kernels")
     page.wait_for_selector(".kernels-table td.sched-src")
+    # a tuned kernel reads "tuned" until GET .../tuning says where its schedule came from
+    page.wait_for_function("() => ![...document.querySelectorAll('.kernels-table td.sched-src')]"
+                           ".some(td => td.textContent === 'tuned')")
     shown = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('.kernels-table tbody tr')]"
                           ".map(r => [r.dataset.kernel, r.querySelector('td.sched-src').textContent]))")
     assert set(shown) == set(lowered)
+    with stack.http() as c:
+        records = c.get(f"/api/compilations/{cid}/tuning").json()["records"]
     for kernel, e in lowered.items():
         expect = "default" if e.get("schedule_source") != "tuned" else "this run"
-        assert shown[kernel] == expect, (kernel, shown[kernel], e.get("schedule_source"))
+        workload = (e.get("tuned") or {}).get("workload")
+        assert shown[kernel] == expect, (kernel, shown[kernel], e.get("schedule_source"), e.get("tuned"),
+                                         records.get(workload), sorted(records))
     tuned = [k for k, e in lowered.items() if e.get("schedule_source") == "tuned"]
     if tuned:  # the share of the model's measured kernel time on tuned schedules, as the kernel.timed events say
         timed = {e["kernel"]: e["median_us"] for e in events if e["type"] == "kernel.timed"}

@@ -232,7 +232,10 @@ def test_twenty_compilations_at_once_with_two_workers(stack, model):
     try:
         started = time.monotonic()
         with ThreadPoolExecutor(20) as pool:
-            comps = list(pool.map(lambda _: stack.compile(model["id"], pipeline=PIPELINE, cache=False), range(20)))
+            # verified, not timed: the burst is about queueing, claiming and gap-free logs (the benchmark
+            # stage's kernel and ONNX Runtime timings are other tests', and timing 20 models on 2 cores is slow)
+            comps = list(pool.map(lambda _: stack.compile(model["id"], pipeline=PIPELINE, cache=False,
+                                                          options={"benchmark": False}), range(20)))
         ids = {c["id"] for c in comps}
         assert len(ids) == 20
         finals = [stack.wait_finished(i, timeout=800) for i in ids]
