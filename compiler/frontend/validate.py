@@ -6,8 +6,10 @@ compile, refused at import with a :class:`CompileError` naming the node, op and 
   numeric tensors only;
 - a variadic node (``Sum``, ``Max``, ``Min``, ``Mean``, ``Concat``) with more than
   :data:`MAX_NODE_INPUTS` inputs: its lowering nests one expression per input;
-- pooling attributes out of their range (ONNX operator spec, MaxPool/AveragePool/LpPool): every
-  ``kernel_shape``, ``strides`` and ``dilations`` value at least 1, ``pads`` at least 0.
+- window attributes out of their range (ONNX operator spec: MaxPool/AveragePool/LpPool, Conv,
+  ConvTranspose, ConvInteger, QLinearConv): every ``kernel_shape``, ``strides`` and ``dilations`` value
+  at least 1, ``pads`` (and ConvTranspose's ``output_padding``) at least 0; a negative pad would index
+  outside the input (ONNX Runtime refuses it too: "pads must not contain negative values").
 
 ``compiler.frontend.load.read_model`` runs :func:`validate_model` on every model it reads; the shape
 checks that need shapes (TopK's K against its axis) are the shape inference's (``compiler.ops``).
@@ -24,7 +26,8 @@ from ..errors import CompileError
 #: The most inputs one variadic node may have (a real model's Concat has tens).
 MAX_NODE_INPUTS = 256
 VARIADIC = frozenset({"Sum", "Max", "Min", "Mean", "Concat"})
-POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+#: ops with kernel_shape / strides / dilations / pads (ONNX operator spec): range-checked at import
+WINDOWED = frozenset({"MaxPool", "AveragePool", "LpPool", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 
 
 def _label(node: NodeProto, index: int) -> str:
@@ -69,10 +72,11 @@ def _check_node(node: NodeProto, index: int) -> None:
     if node.domain in ("", "ai.onnx") and node.op_type in VARIADIC and len(node.input) > MAX_NODE_INPUTS:
         raise _fail(node, index, f"{len(node.input)} inputs, more than the {MAX_NODE_INPUTS} Prism compiles in "
                                  "one node; split it into several")
-    if node.domain in ("", "ai.onnx") and node.op_type in POOLS:
+    if node.domain in ("", "ai.onnx") and node.op_type in WINDOWED:
         for attr in node.attribute:
-            low = 0 if attr.name == "pads" else 1
-            if attr.name in ("kernel_shape", "strides", "dilations", "pads") and any(v < low for v in attr.ints):
+            low = 0 if attr.name in ("pads", "output_padding") else 1
+            if attr.name in ("kernel_shape", "strides", "dilations", "pads", "output_padding") and \
+                    any(v < low for v in attr.ints):
                 raise _fail(node, index, f"{attr.name} {list(attr.ints)} has a value below {low} (the ONNX spec "
                                          f"requires every {attr.name} value >= {low})", attribute=attr.name)
 

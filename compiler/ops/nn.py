@@ -62,6 +62,19 @@ def _spatial(ctx: InferContext, x_spatial: list[Dim], kernel: list[int], *, tran
     return out
 
 
+def _kernel(ctx: InferContext, w_spatial: list[Dim]) -> list[Dim]:
+    """The window: ``kernel_shape`` when given (ONNX Conv/ConvTranspose: it must equal the weight's
+    spatial dims W[2:]), else W[2:]. Raises CompileError naming ``kernel_shape`` when they differ."""
+    given = ctx.attr("kernel_shape")
+    if not given:
+        return w_spatial
+    if len(given) != len(w_spatial) or \
+            any(isinstance(d, int) and d != k for d, k in zip(w_spatial, given, strict=True)):
+        raise ctx.fail(f"kernel_shape {list(given)} does not match the weight's spatial dims {w_spatial}",
+                       attribute="kernel_shape")
+    return list(given)
+
+
 @op("Conv", "ConvInteger", kind="out-elementwise-fusable")
 def infer_conv(ctx: InferContext) -> list[TensorType]:
     x, w = ctx.shape(0), ctx.shape(1)
@@ -70,7 +83,7 @@ def infer_conv(ctx: InferContext) -> list[TensorType]:
     group = int(ctx.attr("group", 1))
     if isinstance(x[1], int) and isinstance(w[1], int) and x[1] != w[1] * group:
         raise ctx.fail(f"input has {x[1]} channels, weight expects {w[1]} x group {group}", attribute="group")
-    kernel = list(ctx.attr("kernel_shape") or w[2:])
+    kernel = _kernel(ctx, list(w[2:]))
     if not all(isinstance(k, int) for k in kernel):
         raise ctx.fail("kernel shape must be static", attribute="kernel_shape")
     spatial = _spatial(ctx, list(x[2:]), kernel)  # type: ignore[arg-type]
@@ -82,7 +95,7 @@ def infer_conv(ctx: InferContext) -> list[TensorType]:
 def infer_conv_transpose(ctx: InferContext) -> list[TensorType]:
     x, w = ctx.shape(0), ctx.shape(1)
     group = int(ctx.attr("group", 1))
-    kernel = list(ctx.attr("kernel_shape") or w[2:])
+    kernel = _kernel(ctx, list(w[2:]))
     m = w[1] * group if isinstance(w[1], int) else w[1]
     out_shape = ctx.attr("output_shape")
     if out_shape:

@@ -97,6 +97,30 @@ def test_pooling_attributes_out_of_range(op, attr, value):
                               f"every {attr} value >= {low})"}
 
 
+@pytest.mark.parametrize("op,attr,value", [("Conv", "pads", [-1, 0, 0, 0]), ("Conv", "strides", [0, 1]),
+                                           ("Conv", "dilations", [1, 0]), ("ConvTranspose", "pads", [0, -2, 0, 0]),
+                                           ("ConvTranspose", "output_padding", [-1, 0])])
+def test_conv_attributes_out_of_range(op, attr, value):
+    """A negative Conv pad compiled and corrupted the heap at run time; ONNX Runtime refuses it too."""
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    err = _error(_model([helper.make_node(op, ["x", "w"], ["y"], name="conv", **{attr: value})],
+                        [_vi("x", TensorProto.FLOAT, [1, 1, 6, 6])], [_vi("y", TensorProto.FLOAT, None)], [w]))
+    low = 0 if attr in ("pads", "output_padding") else 1
+    assert (err["stage"], err["node"], err["op"], err["attribute"]) == ("import", "conv", op, attr)
+    assert f"{attr} {value} has a value below {low}" in err["message"]
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_a_kernel_shape_that_disagrees_with_the_weight(op):
+    """kernel_shape [5, 5] with a 3x3 weight compiled and computed a 5x5 window (ORT: 'kernel_shape is not
+    compatible with W shape')."""
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    err = _error(_model([helper.make_node(op, ["x", "w"], ["y"], name="conv", kernel_shape=[5, 5])],
+                        [_vi("x", TensorProto.FLOAT, [1, 1, 8, 8])], [_vi("y", TensorProto.FLOAT, None)], [w]))
+    assert (err["node"], err["op"], err["attribute"]) == ("conv", op, "kernel_shape"), err
+    assert "kernel_shape [5, 5] does not match the weight's spatial dims [3, 3]" in err["message"]
+
+
 def test_a_graph_without_outputs():
     err = _error(_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", TensorProto.FLOAT, [4])], []))
     assert err == {"stage": "import", "message": "the graph has no outputs: nothing to compute (an ONNX graph needs "
