@@ -11,6 +11,9 @@ describe("pipelineProblem", () => {
   it("accepts known passes and options, and the empty pipeline (O0)", () => {
     expect(pipelineProblem("fold-constants{max-bytes=10},fuse-ops{max-group-size=4}", PASSES)).toBeNull();
     expect(pipelineProblem("", PASSES)).toBeNull();
+    // a preset's name stands for its passes (the server reads "O2,quantize{...}" so)
+    expect(pipelineProblem("O2,fuse-ops", PASSES, ["O0", "O1", "O2", "O3"])).toBeNull();
+    expect(pipelineProblem("O2,fuse-ops", PASSES)).toBe("Unknown pass “O2”.");
   });
   it("names an unknown pass or option", () => {
     expect(pipelineProblem("fold-constants,fuse-opz", PASSES)).toBe("Unknown pass “fuse-opz”.");

@@ -9,8 +9,11 @@ import { h, replace } from "../dom";
 import { splitPipeline } from "../pipeline";
 import { rstNodes, rstSummary } from "../rst";
 
-/** Names an unknown pass or option in `text`, or returns null when every name is known. */
-export function pipelineProblem(text: string, passes: PassInfo[]): string | null {
+/**
+ * Names an unknown pass or option in `text`, or returns null when every name is known. A preset's name
+ * (`presets`: O0..O3) stands for its passes, as the server's pipeline parser reads it (`O2,quantize{...}`).
+ */
+export function pipelineProblem(text: string, passes: PassInfo[], presets: string[] = []): string | null {
   if (passes.length === 0) return null;
   const entries = splitPipeline(text);
   const byName = new Map(passes.map((p) => [p.name, p]));
@@ -20,6 +23,7 @@ export function pipelineProblem(text: string, passes: PassInfo[]): string | null
       const key = kv.split("=")[0].trim();
       if (key && key !== "max-iterations") return `Group “fixed-point” has no option “${key}” (it has: max-iterations).`;
     }
+    if (!e.group && !e.options && presets.includes(e.name)) continue;
     const p = byName.get(e.name);
     if (!p) return `Unknown pass “${e.name}”.`;
     if (!e.options) continue;
@@ -51,7 +55,7 @@ export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineF
   const preset = () => presets.find((p) => p.name === sel.value);
   let asked = 0;
   const check = () => {
-    const problem = pipelineProblem(text.value, passes);
+    const problem = pipelineProblem(text.value, passes, presets.map((p) => p.name));
     note.className = `pipeline-note ${problem ? "error" : "muted"}`;
     const p = preset();
     replace(note, problem ?? (p ? `${p.name} expands to ${splitPipeline(p.text).length} passes (listed in the text box; edit it for a custom pipeline).` : `${splitPipeline(text.value).length} passes.`));
@@ -89,7 +93,7 @@ export function pipelineForm(presets: Pipeline[], passes: PassInfo[]): PipelineF
   return {
     el: h("div", { class: "field pipeline" }, h("label", null, "Pipeline "), sel, text, note, docs),
     value: () => preset()?.name ?? text.value.trim(),
-    localProblem: () => pipelineProblem(text.value, passes),
+    localProblem: () => pipelineProblem(text.value, passes, presets.map((p) => p.name)),
     serverProblem(message) {
       note.className = "pipeline-note error";
       replace(note, message);
