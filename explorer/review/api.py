@@ -66,6 +66,7 @@ class CommentOut(serializers.Serializer):
     resolved_at = serializers.DateTimeField(allow_null=True)
     url = serializers.CharField()
     can_edit = serializers.BooleanField()
+    can_resolve = serializers.BooleanField(help_text="the requester may resolve / reopen this thread (on its first comment)")
 
 
 class CommentList(serializers.Serializer):

@@ -94,13 +94,22 @@ class View:
             "resolved_at": root.resolved_at.isoformat() if root.resolved_at else None,
             "url": f"/c/{self.comp.pk}/comments/{c.pk}",
             "can_edit": signed_in(self.requester) and c.author_id == self.requester.pk,
+            # the thread's first comment carries whether this requester may resolve / reopen the thread
+            "can_resolve": signed_in(self.requester) and c.parent_id is None and may_resolve(c, self.comp, self.requester),
         }
+
+
+def may_resolve(comment: Comment, viewed: Compilation, user) -> bool:
+    """Whether `user` may resolve or reopen `comment`'s thread: its author, the owner of the compilation
+    it was written on, or the owner of the compilation `viewed` (a carried thread)."""
+    root = comment.parent or comment
+    return user.pk in (root.author_id, root.compilation.owner_id, viewed.owner_id)
 
 
 def comments_for(requester, comp: Compilation) -> list[dict]:
     """Every comment of `comp`'s threads (its own and carried ones), threads in order of their
     first comment, each first comment followed by its replies."""
-    roots = list(Comment.objects.filter(_roots_q(requester, comp)).select_related("author", "resolved_by")
+    roots = list(Comment.objects.filter(_roots_q(requester, comp)).select_related("author", "resolved_by", "compilation")
                  .order_by("created_at", "id"))
     replies: dict[int, list[Comment]] = {}
     for r in (Comment.objects.filter(parent_id__in=[c.pk for c in roots]).select_related("author")

@@ -23,6 +23,7 @@ from explorer.compilations.models import Compilation, UploadedModel
 from explorer.compilations.services.events import _Sender
 from explorer.review import anchors
 from explorer.review.models import Comment, Review, ReviewEvent
+from explorer.review.selectors import may_resolve
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,6 @@ def create_comment(comp: Compilation, author, *, anchor: object = None, body: ob
                                          context=context, body=text)
         _log(comp, messages.COMMENT_CREATED, comment=comment)
     return comment
-
-
-def may_resolve(comment: Comment, viewed: Compilation, user) -> bool:
-    root = comment.parent or comment
-    return user.pk in (root.author_id, root.compilation.owner_id, viewed.owner_id)
 
 
 def update_comment(comment: Comment, viewed: Compilation, user, *, body: object = None, resolved: object = None) -> Comment:

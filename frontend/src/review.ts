@@ -45,6 +45,8 @@ export interface ReviewComment {
   resolved_at: string | null;
   url: string;
   can_edit: boolean;
+  /** The requester may resolve / reopen the thread (set on its first comment). */
+  can_resolve?: boolean;
 }
 
 export type Verdict = "approve" | "request_changes" | "comment";

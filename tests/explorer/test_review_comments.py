@@ -125,6 +125,10 @@ def test_threads_edit_delete_resolve_and_permissions(alice, bob):
     assert b.delete(f"{url}/{root['id']}").status_code == 403
     assert patch(a, f"{url}/{root['id']}", {"body": "why not?"}).json()["edited_at"]
     assert patch(b, f"{url}/{root['id']}", {"resolved": True}).status_code == 403  # neither author nor owner
+    # the listing says so per requester, so the page offers Resolve only to those the API lets resolve
+    can = {who: {c["id"]: c["can_resolve"] for c in cl.get(url).json()["comments"]} for who, cl in (("a", a), ("b", b))}
+    assert can["a"][root["id"]] is True and can["b"][root["id"]] is False
+    assert can["a"][reply["id"]] is False and can["b"][reply["id"]] is False  # replies: the thread's first comment holds it
     assert patch(a, f"{url}/{reply['id']}", {"resolved": True}).status_code == 400  # a reply
     assert patch(a, f"{url}/{root['id']}", {"resolved": True}).json()["resolved"] is True
     assert patch(a, f"{url}/{root['id']}", {"resolved": False}).json()["resolved"] is False

@@ -97,7 +97,7 @@ export function commentsPane(onChange: () => void): Pane {
         root.carried_from ? h("span", { class: "carried" }, "from compilation ", h("a", { href: root.carried_from.url, class: "carried-link" }, root.carried_from.compilation)) : null,
         linkTo(h("a", { class: "permalink muted", title: "link to this comment" }, "#"), { page: "compilation", id, view: "comments", comment: root.id })),
       context, commentEl(root, id), ...replies.map((r) => commentEl(r, id)),
-      h("div", { class: "thread-actions" }, reply, send, resolve), err);
+      h("div", { class: "thread-actions" }, reply, send, root.can_resolve ? resolve : null), err);
   };
 
   const render = () => {
