@@ -16,3 +16,12 @@ describe("graph pane without a fusion graph", () => {
     expect(pane.el.textContent).toContain("fuse-ops");
   });
 });
+
+describe("heat legend", () => {
+  it("counts the drawn groups' timed kernels, and gives no count where no group is drawn (control-flow bodies)", async () => {
+    const { heatLegend } = await import("../src/panes/graph");
+    const text = (els: HTMLElement[]) => els.map((e) => e.textContent).join("");
+    expect(text(heatLegend(2, 2))).toContain("2 of 2 kernels timed");
+    expect(text(heatLegend(0, 0))).not.toMatch(/\d+ of \d+/);
+  });
+});

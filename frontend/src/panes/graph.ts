@@ -72,7 +72,8 @@ export function heatLegend(timed: number, groups: number): HTMLElement[] {
   return [h("span", { class: "muted" }, "share of kernel time: "),
     ...HEAT_BANDS.map((b) => h("span", { class: "legend-item", dataset: { band: b.label } }, h("span", { class: "swatch heat", style: { background: b.colour } }), b.label)),
     h("span", { class: "legend-item" }, h("span", { class: "swatch heat", style: { background: UNTIMED_COLOUR } }), "not timed"),
-    h("span", { class: "muted" }, ` · ${timed} of ${count(groups, "kernel")} timed`)];
+    // no fused group drawn (a graph of control-flow nodes: the kernels are the bodies'): no "1 of 0"
+    ...(groups > 0 ? [h("span", { class: "muted" }, ` · ${timed} of ${count(groups, "kernel")} timed`)] : [])];
 }
 
 /** The legend of the precision colouring: the SQNR bands of the reduced-precision nodes (``dtype``: int8,
@@ -127,7 +128,9 @@ export function graphPane(): Pane {
     paintedKernels = ctx?.state.kernels ?? null;
     const kernelUs = timedKernels();
     drawing?.paintTimes(kernelUs, heat.checked && kernelUs.size > 0);
-    replace(legend, ...(heat.checked && kernelUs.size ? heatLegend(kernelUs.size, groups.size) : []),
+    // the drawn groups' kernels only: a control-flow body's kernels are timed but not drawn here
+    const drawnTimed = [...groups.values()].filter((g) => kernelUs.has(g.group.kernel)).length;
+    replace(legend, ...(heat.checked && kernelUs.size ? heatLegend(drawnTimed, groups.size) : []),
       ...(precision ? precisionLegend(ctx?.state.accuracy?.dtype ?? "int8") : []));
   };
   heat.addEventListener("change", paint);
