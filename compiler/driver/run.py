@@ -20,6 +20,7 @@ from ..errors import CompileError
 from ..ir import Graph
 from ..passes.plan_memory import MemoryPlan, liveness, place
 from ..quant.qdq import QDQ_NOTE, has_qdq, output_steps
+from ..quant.reduced import REDUCED_NOTE
 from ..runtime.ceilings import worker_ceilings
 from ..runtime.pool import check_threads
 from ..runtime.program import Program, link
@@ -82,8 +83,8 @@ def run(comp: Compilation) -> None:
     res = measure_program(comp.program, reference.SerializeToString(), verify=req.verify,
                           benchmark=req.benchmark, trims=comp.trims, storage=storage, steps=output_steps(reference),
                           ort_no_opt=as_written, timing_models=timing)
-    if as_written and req.verify and reduced is None:
-        res.setdefault("notes", []).append(QDQ_NOTE)
+    if as_written and req.verify:
+        res.setdefault("notes", []).append(QDQ_NOTE if reduced is None else REDUCED_NOTE)
     comp.measured = res
     by_name = {lk.name: lk for lk in comp.kernels}
     fp32 = fp32_compare(comp, {kt["name"]: float(kt["median_us"]) for kt in res.get("kernels", [])}) \

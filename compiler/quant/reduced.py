@@ -35,6 +35,11 @@ from .accuracy import fmt_error
 from .evaluate import evaluate
 from .session import QuantSession
 
+#: The verification note of a reduced-precision compilation (``model.verified.notes``): what it compared.
+REDUCED_NOTE = ("compared with ONNX Runtime running the model's reduced-precision ONNX form (each reduced layer's "
+                "activation and weight rounded through Cast to the format and back, as this pass computes them): this "
+                "checks Prism's kernels, not what the precision costs; that is the precision report's SQNR and error "
+                "against FP32")
 FORMATS = {"bf16": "bfloat16", "fp16": "float16"}  # pass option -> prism.NarrowCast / ONNX format name
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 ANCHORS = ("Conv", "MatMul", "Gemm")
