@@ -230,7 +230,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # `prism` when run as the console script (pyproject's [project.scripts]), else `python -m compiler`
     prog = "prism" if os.path.basename(sys.argv[0]) == "prism" else "python -m compiler"
-    ap = argparse.ArgumentParser(prog=prog, description="Prism's ML compiler")
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Prism's ML compiler", formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="also: python -m compiler.samples (list and fetch sample models); python -m compiler.bench (Prism\n"
+               "against ONNX Runtime on the model set, --threads 1,all); the compiled model as a shared library to\n"
+               "run without Prism: the explorer's module.so download, or compiler.standalone.shared_library in\n"
+               "Python. `prism` is this command once the package is installed (pip install .)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compile", help="compile an ONNX model")
     c.add_argument("model", help="an .onnx file or a sample name")
