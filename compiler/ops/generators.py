@@ -62,6 +62,11 @@ def infer_one_hot(ctx: InferContext) -> list[TensorType]:
     r = len(idx) + 1
     axis = ctx.axis(int(ctx.attr("axis", -1)), r)
     d: Dim = int(np.asarray(depth).reshape(-1)[0]) if depth is not None else ctx.sym(axis)
+    if isinstance(d, int) and d < 1:
+        raise ctx.fail(f"depth {d} is below 1 (OneHot needs depth >= 1)")
+    v = ctx.shape(2) if ctx.has(2) else (2,)
+    if len(v) != 1 or (isinstance(v[0], int) and v[0] != 2):
+        raise ctx.fail(f"values has shape {list(v)}; OneHot needs [off_value, on_value] (shape [2])")
     out = list(idx)
     out.insert(axis, d)
     return [TensorType(ctx.type(2).elem_type, tuple(out))]
@@ -80,4 +85,6 @@ def infer_same_opaque(ctx: InferContext) -> list[TensorType]:
 @op("EyeLike", kind="injective")
 def infer_eye_like(ctx: InferContext) -> list[TensorType]:
     dtype = ctx.attr("dtype")
+    if len(ctx.shape(0)) != 2:
+        raise ctx.fail(f"input has rank {len(ctx.shape(0))}; EyeLike needs a 2-D input")
     return [TensorType.of(int(dtype), ctx.shape(0)) if dtype is not None else ctx.type(0)]

@@ -95,6 +95,10 @@ def infer_conv(ctx: InferContext) -> list[TensorType]:
 def infer_conv_transpose(ctx: InferContext) -> list[TensorType]:
     x, w = ctx.shape(0), ctx.shape(1)
     group = int(ctx.attr("group", 1))
+    if isinstance(x[1], int) and (group < 1 or x[1] % group):
+        raise ctx.fail(f"group {group} does not divide the {x[1]} input channels", attribute="group")
+    if isinstance(x[1], int) and isinstance(w[0], int) and w[0] != x[1]:
+        raise ctx.fail(f"W has {w[0]} input channels (dim 0) where X has {x[1]}")
     kernel = _kernel(ctx, list(w[2:]))
     m = w[1] * group if isinstance(w[1], int) else w[1]
     out_shape = ctx.attr("output_shape")
@@ -133,6 +137,18 @@ def infer_batchnorm(ctx: InferContext) -> list[TensorType]:
 
 @op("InstanceNormalization", "LRN", "MeanVarianceNormalization", kind="opaque")
 def infer_norm_same(ctx: InferContext) -> list[TensorType]:
+    """Same type as X. Refuses what ONNX Runtime refuses: an LRN ``size`` below 1 or an input below rank 3,
+    an InstanceNormalization scale or B whose length is not X's channel count."""
+    x = ctx.shape(0)
+    if ctx.node.op_type == "LRN":
+        if int(ctx.attr("size", 0)) < 1:
+            raise ctx.fail(f"size {ctx.attr('size')} is below 1 (LRN needs size >= 1)", attribute="size")
+        if len(x) < 3:
+            raise ctx.fail(f"input has rank {len(x)}; LRN needs [N, C, D1, ...] (rank >= 3)")
+    if ctx.node.op_type == "InstanceNormalization" and len(x) > 1 and isinstance(x[1], int):
+        for i, name in ((1, "scale"), (2, "B")):
+            if ctx.has(i) and ctx.shape(i) != (x[1],):
+                raise ctx.fail(f"{name} has shape {list(ctx.shape(i))}; it needs X's {x[1]} channels")
     return [ctx.type(0)]
 
 
@@ -145,6 +161,12 @@ def infer_group_norm(ctx: InferContext) -> list[TensorType]:
 def infer_layer_norm(ctx: InferContext) -> list[TensorType]:
     x = ctx.shape(0)
     axis = ctx.axis(int(ctx.attr("axis", -1)), len(x))
+    for i, name in ((1, "Scale"), (2, "B")):
+        t = ctx.shape(i) if ctx.has(i) else ()
+        if len(t) > len(x) - axis or any(isinstance(a, int) and isinstance(b, int) and a not in (1, b)
+                                         for a, b in zip(reversed(t), reversed(x), strict=False)):
+            raise ctx.fail(f"{name} has shape {list(t)}, which does not broadcast to the normalized "
+                           f"dims {list(x[axis:])}")
     stat_elem = int(ctx.attr("stash_type", TensorProto.FLOAT))
     stat = TensorType.of(stat_elem, (*x[:axis], *[1] * (len(x) - axis)))
     return [ctx.type(0), stat, stat]

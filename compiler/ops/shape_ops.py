@@ -285,9 +285,14 @@ def infer_pad(ctx: InferContext) -> list[TensorType]:
     n = len(axes)
     if len(pads) != 2 * n:
         raise ctx.fail(f"pads {pads} must have 2 x {n} entries", attribute="pads")
+    reflect = ctx.attr("mode", "constant") in ("reflect", b"reflect")
     out = list(x)
     for k, a in enumerate(axes):
         d = out[a]
+        if reflect and isinstance(d, int) and max(pads[k], pads[k + n]) >= d:
+            # ONNX Runtime refuses it; a reflection that long would read outside the input
+            raise ctx.fail(f"pads {pads} reflect {max(pads[k], pads[k + n])} values of dim {a} of size {d} (mode "
+                           "reflect needs every pad < the dim's size)", attribute="pads")
         if isinstance(d, int):
             out[a] = d = d + pads[k] + pads[k + n]
             if d < 0:
@@ -357,5 +362,8 @@ def infer_depth_to_space(ctx: InferContext) -> list[TensorType]:
 def infer_space_to_depth(ctx: InferContext) -> list[TensorType]:
     n, c, h, w = ctx.shape(0)
     b = int(ctx.attr("blocksize"))
+    for name, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise ctx.fail(f"{name} {d} is not divisible by blocksize {b}", attribute="blocksize")
     g = lambda d: d // b if isinstance(d, int) else "?"  # noqa: E731
     return [ctx.type(0).with_shape((n, c * b * b if isinstance(c, int) else "?", g(h), g(w)))]

@@ -125,3 +125,60 @@ def test_a_graph_without_outputs():
     err = _error(_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", TensorProto.FLOAT, [4])], []))
     assert err == {"stage": "import", "message": "the graph has no outputs: nothing to compute (an ONNX graph needs "
                                                  "at least one output)"}
+
+
+def _f(name, shape):
+    return numpy_helper.from_array(np.ones(shape, np.float32), name)
+
+
+_X4 = [_vi("x", TensorProto.FLOAT, [1, 4, 2, 2])]
+_X23 = [_vi("x", TensorProto.FLOAT, [2, 3])]
+_Y = [_vi("y", TensorProto.FLOAT, None)]
+# (case, node, inputs, initializers, expected message tail, attribute); ONNX Runtime 1.x refuses every one
+_REFUSED_AT_SHAPES = [
+    ("space_to_depth_block_not_dividing_h", helper.make_node("SpaceToDepth", ["x"], ["y"], name="n", blocksize=3),
+     _X4, [], "height 2 is not divisible by blocksize 3", "blocksize"),
+    ("pad_reflect_longer_than_dim", helper.make_node("Pad", ["x", "p"], ["y"], name="n", mode="reflect"), _X23,
+     [numpy_helper.from_array(np.array([0, 5, 0, 0], np.int64), "p")],
+     "pads [0, 5, 0, 0] reflect 5 values of dim 1 of size 3 (mode reflect needs every pad < the dim's size)", "pads"),
+    ("conv_transpose_group_not_dividing", helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="n", group=3),
+     _X4, [_f("w", (4, 1, 3, 3))], "group 3 does not divide the 4 input channels", "group"),
+    ("instance_norm_scale_length", helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="n"),
+     _X4, [_f("s", (3,)), _f("b", (4,))], "scale has shape [3]; it needs X's 4 channels", None),
+    ("layer_norm_scale_length", helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="n"), _X23,
+     [_f("s", (4,))], "Scale has shape [4], which does not broadcast to the normalized dims [3]", None),
+    ("lrn_size_negative", helper.make_node("LRN", ["x"], ["y"], name="n", size=-2), _X4, [],
+     "size -2 is below 1 (LRN needs size >= 1)", "size"),
+    ("lrn_rank_2", helper.make_node("LRN", ["x"], ["y"], name="n", size=3), _X23, [],
+     "input has rank 2; LRN needs [N, C, D1, ...] (rank >= 3)", None),
+    ("eye_like_rank_4", helper.make_node("EyeLike", ["x"], ["y"], name="n"), _X4, [],
+     "input has rank 4; EyeLike needs a 2-D input", None),
+    ("one_hot_depth_0", helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="n"),
+     [_vi("i", TensorProto.INT64, [3])], [numpy_helper.from_array(np.array([0], np.int64), "d"), _f("v", (2,))],
+     "depth 0 is below 1 (OneHot needs depth >= 1)", None),
+    ("one_hot_three_values", helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="n"),
+     [_vi("i", TensorProto.INT64, [3])], [numpy_helper.from_array(np.array([4], np.int64), "d"), _f("v", (3,))],
+     "values has shape [3]; OneHot needs [off_value, on_value] (shape [2])", None),
+]
+
+
+@pytest.mark.parametrize("case, node, inputs, inits, message, attribute", _REFUSED_AT_SHAPES,
+                         ids=[c[0] for c in _REFUSED_AT_SHAPES])
+def test_spec_violations_found_by_shape_inference_are_refused(case, node, inputs, inits, message, attribute):
+    """Each compiled before and ran past the input or computed garbage; ONNX Runtime refuses every one."""
+    r = compiler.compile(_model([node], inputs, _Y, inits), pipeline="O1", backend=False)
+    assert not r.ok, case
+    expected = {"stage": "shape", "node": "n", "op": node.op_type, "message": f"n ({node.op_type}): {message}"}
+    if attribute:
+        expected["attribute"] = attribute
+    assert r.error == expected
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect"])
+def test_negative_pads_crop_like_onnx_runtime(mode):
+    """Negative Pad pads crop (ONNX spec); the numbers are ONNX Runtime's (verify)."""
+    p = numpy_helper.from_array(np.array([0, -1, 0, 0], np.int64), "p")
+    r = compiler.compile(_model([helper.make_node("Pad", ["x", "p"], ["y"], name="n", mode=mode)], _X23, _Y, [p]),
+                         pipeline="O2", verify=True, benchmark=False)
+    assert r.ok, r.error
+    assert r.to_dict()["verification"]["passed"] is True
