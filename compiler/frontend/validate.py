@@ -6,7 +6,7 @@ compile, refused at import with a :class:`CompileError` naming the node, op and 
   numeric tensors only;
 - a variadic node (``Sum``, ``Max``, ``Min``, ``Mean``, ``Concat``) with more than
   :data:`MAX_NODE_INPUTS` inputs: its lowering nests one expression per input;
-- window attributes out of their range (ONNX operator spec: MaxPool/AveragePool/LpPool, Conv,
+- window attributes out of their range (ONNX operator spec: MaxPool/MaxUnpool/AveragePool/LpPool, Conv,
   ConvTranspose, ConvInteger, QLinearConv): every ``kernel_shape``, ``strides`` and ``dilations`` value
   at least 1, ``pads`` (and ConvTranspose's ``output_padding``) at least 0; a negative pad would index
   outside the input (ONNX Runtime refuses it too: "pads must not contain negative values").
@@ -27,7 +27,7 @@ from ..errors import CompileError
 MAX_NODE_INPUTS = 256
 VARIADIC = frozenset({"Sum", "Max", "Min", "Mean", "Concat"})
 #: ops with kernel_shape / strides / dilations / pads (ONNX operator spec): range-checked at import
-WINDOWED = frozenset({"MaxPool", "AveragePool", "LpPool", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
+WINDOWED = frozenset({"MaxPool", "MaxUnpool", "AveragePool", "LpPool", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 
 
 def _label(node: NodeProto, index: int) -> str:

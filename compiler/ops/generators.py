@@ -79,6 +79,13 @@ def infer_nonzero(ctx: InferContext) -> list[TensorType]:
 
 @op("CumSum", "Trilu", "ReverseSequence", kind="opaque")
 def infer_same_opaque(ctx: InferContext) -> list[TensorType]:
+    """Same type as the input; ReverseSequence's ``batch_axis`` and ``time_axis`` must be 0 or 1 and differ
+    (ONNX spec; ONNX Runtime refuses them otherwise)."""
+    if ctx.node.op_type == "ReverseSequence":
+        batch, time = int(ctx.attr("batch_axis", 1)), int(ctx.attr("time_axis", 0))
+        if {batch, time} != {0, 1}:
+            raise ctx.fail(f"batch_axis {batch} and time_axis {time} must be 0 and 1 (one each)",
+                           attribute="time_axis")
     return [ctx.type(0)]
 
 

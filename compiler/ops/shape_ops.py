@@ -185,6 +185,10 @@ def infer_slice(ctx: InferContext) -> list[TensorType]:
     steps = list(steps) if steps is not None else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.fail(f"starts {starts}, ends {ends}, axes {axes}, steps {steps} differ in length")
+    normalized = [ctx.axis(a, len(x), "axes") for a in axes]
+    if len(set(normalized)) != len(normalized):
+        raise ctx.fail(f"axes {axes} name an axis more than once (the ONNX spec forbids repeated axes)",
+                       attribute="axes")
     out = list(x)
     for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
         a = ctx.axis(a, len(x), "axes")
@@ -352,6 +356,9 @@ def infer_resize(ctx: InferContext) -> list[TensorType]:
 def infer_depth_to_space(ctx: InferContext) -> list[TensorType]:
     n, c, h, w = ctx.shape(0)
     b = int(ctx.attr("blocksize"))
+    mode = ctx.attr("mode", "DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) not in ("DCR", "CRD"):
+        raise ctx.fail(f"mode {mode!r} is neither 'DCR' nor 'CRD'", attribute="mode")
     if isinstance(c, int) and c % (b * b):
         raise ctx.fail(f"channels {c} are not divisible by blocksize^2 = {b * b}", attribute="blocksize")
     f = lambda d, k: d * k if isinstance(d, int) else "?"  # noqa: E731

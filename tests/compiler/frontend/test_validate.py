@@ -159,7 +159,27 @@ _REFUSED_AT_SHAPES = [
     ("one_hot_three_values", helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="n"),
      [_vi("i", TensorProto.INT64, [3])], [numpy_helper.from_array(np.array([4], np.int64), "d"), _f("v", (3,))],
      "values has shape [3]; OneHot needs [off_value, on_value] (shape [2])", None),
+    ("slice_repeated_axes", helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="n"), _X23,
+     [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("s", [0, 0]), ("e", [2, 2]), ("a", [1, 1]))],
+     "axes [1, 1] name an axis more than once (the ONNX spec forbids repeated axes)", "axes"),
+    ("mod_float_fmod_0", helper.make_node("Mod", ["x", "x"], ["y"], name="n", fmod=0), _X23, [],
+     "fmod 0 on f32 inputs; the ONNX spec requires fmod=1 for floating-point Mod", "fmod"),
+    ("reverse_sequence_same_axes", helper.make_node("ReverseSequence", ["x", "l"], ["y"], name="n", batch_axis=1,
+                                                    time_axis=1), _X23,
+     [numpy_helper.from_array(np.array([1, 1, 1], np.int64), "l")],
+     "batch_axis 1 and time_axis 1 must be 0 and 1 (one each)", "time_axis"),
+    ("depth_to_space_unknown_mode", helper.make_node("DepthToSpace", ["x"], ["y"], name="n", blocksize=2, mode="XYZ"),
+     _X4, [], "mode 'XYZ' is neither 'DCR' nor 'CRD'", "mode"),
 ]
+
+
+def test_max_unpool_kernel_0_is_refused_at_import():
+    i = numpy_helper.from_array(np.zeros((1, 4, 2, 2), np.int64), "i")
+    err = _error(_model([helper.make_node("MaxUnpool", ["x", "i"], ["y"], name="n", kernel_shape=[0, 0])], _X4, _Y,
+                        [i]))
+    assert err == {"stage": "import", "node": "n", "op": "MaxUnpool", "attribute": "kernel_shape",
+                   "message": "node n (MaxUnpool): kernel_shape [0, 0] has a value below 1 (the ONNX spec requires "
+                              "every kernel_shape value >= 1)"}
 
 
 @pytest.mark.parametrize("case, node, inputs, inits, message, attribute", _REFUSED_AT_SHAPES,
