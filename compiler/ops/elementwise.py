@@ -63,7 +63,6 @@ def infer_castlike(ctx: InferContext) -> list[TensorType]:
     return [TensorType(ctx.type(1).elem_type, ctx.shape(0))]
 
 
-FLOAT_ELEMS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16})
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "PRelu")
 
 
@@ -79,9 +78,6 @@ def infer_binary(ctx: InferContext) -> list[TensorType]:
     a, b = ctx.type(0), ctx.type(1)
     if ctx.node.op_type not in ("Pow", "PRelu") and a.elem_type != b.elem_type:
         raise ctx.fail(f"input types differ: {a.short} and {b.short}")
-    if ctx.node.op_type == "Mod" and not ctx.attr("fmod", 0) and a.elem_type in FLOAT_ELEMS:
-        raise ctx.fail(f"fmod 0 on {a.short} inputs; the ONNX spec requires fmod=1 for floating-point Mod",
-                       attribute="fmod")
     return [TensorType(a.elem_type, broadcast(ctx, *_legacy_broadcast(ctx)))]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from onnx import TensorProto
 
 from ..ir.types import Dim
 from .registry import InferContext
@@ -19,7 +20,11 @@ from .registry import InferContext
 def check_indices(ctx: InferContext, i: int, sizes: Sequence[Dim], first_axis: int) -> None:
     """Raise CompileError(stage="shape") when input ``i`` is known and one of its indices is outside
     ``[-size, size-1]``. One size: every index addresses axis ``first_axis``; several (GatherND,
-    ScatterND): the index in column ``k`` of the last axis addresses axis ``first_axis + k``."""
+    ScatterND): the index in column ``k`` of the last axis addresses axis ``first_axis + k``. Indices that are
+    not int32/int64 are refused too (ONNX spec type constraint Tind; ONNX Runtime refuses the model)."""
+    elem = ctx.type(i).elem_type
+    if elem not in (TensorProto.INT32, TensorProto.INT64):
+        raise ctx.fail(f"indices are {ctx.type(i).short}; ONNX {ctx.node.op_type} needs int32 or int64 indices")
     idx = ctx.value(i)
     if idx is None or not sizes or any(not isinstance(s, int) for s in sizes):
         return
