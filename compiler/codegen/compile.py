@@ -20,6 +20,7 @@ machines are created once per target and thread.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -69,6 +70,7 @@ KERNEL_OPTIONS = "tm opt=3 reloc=pic codemodel=default; newpm speed_level=3 loop
 #: likewise for :func:`emit_function_object` (no module passes)
 FUNCTION_OPTIONS = "tm opt=3 reloc=pic codemodel=default; no module passes"
 
+log = logging.getLogger(__name__)
 _KERNELS: LRUCache[CompiledKernel] | None = None
 _KERNELS_LOCK = threading.Lock()
 _TM = threading.local()  # per thread: {target name: TargetMachine}
@@ -191,9 +193,12 @@ def _compile(func: PrimFunc, target: Target, key: str, texts: bool = True) -> Co
                 _to_disk(disk, target, key, texts, text, (opt, asm, obj))
     except CompileError:
         raise
-    except Exception as e:  # LLVM verifier / backend errors
-        raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {str(e).splitlines()[0] if str(e) else e}",
-                           kernel=func.name) from e
+    except Exception as e:  # LLVM verifier / backend errors (llvmlite raises RuntimeError with LLVM's text)
+        detail = str(e).splitlines()[0] if str(e) else repr(e)
+        if not isinstance(e, RuntimeError):  # not LLVM's words: name the exception (a KeyError said only "108")
+            detail = f"{type(e).__name__}: {detail}"
+            log.warning("kernel %s: code generation raised %s", func.name, type(e).__name__, exc_info=True)
+        raise CompileError("codegen", f"kernel {func.name}: LLVM failed: {detail}", kernel=func.name) from e
     ms = 0.0 if cached else (time.perf_counter() - t0) * 1e3
     if not texts:
         return CompiledKernel(symbol, "", "", "", obj, ms, cached=cached)

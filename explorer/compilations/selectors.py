@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from django.db.models import Q
+from django.db.models import F, Q
 
 import compiler
 from compiler import samples as compiler_samples
@@ -25,6 +25,7 @@ from explorer.compilations.models import (
     TuningRecord,
     UploadedModel,
 )
+from explorer.compilations.services.tuning_db import ranked
 from explorer.compilations.visibility import Visibility, can_see, circle, signed_in, visible_q
 
 EVENT_PAGE_MAX = 1000
@@ -190,8 +191,11 @@ def tuning_dict(comp: Compilation, requester, session_ids: Iterable[str] = ()) -
     and the best record of each workload its kernels looked up, with where it came from: `this run`
     (found by this compilation's tuning) or `database` (found before), `found_in` the finder's id
     only when `requester` may see that compilation (a private one stays unnamed)."""
-    rows = (TuningRecord.objects.filter(workload_key__in=list(comp.tuning_workloads or []))
-            .select_related("compilation", "found_by").order_by("workload_key", "median_us", "created_at"))
+    # ranked as the compiler's look-up ranks them (tuning_db.ranked: median / default, then age), so the
+    # record shown is the one a compilation takes (by median alone it could be another of the workload's)
+    rows = (ranked(TuningRecord.objects.filter(workload_key__in=list(comp.tuning_workloads or [])))
+            .select_related("compilation", "found_by")
+            .order_by("workload_key", F("ratio").asc(nulls_last=True), "created_at"))
     records: dict[str, dict] = {}
     for r in rows:
         if r.workload_key in records:

@@ -70,7 +70,7 @@ def as_record(row: TuningRecord) -> dict[str, Any]:
     }
 
 
-def _ranked(rows: Any) -> Any:
+def ranked(rows: Any) -> Any:
     """`rows` annotated with `ratio` = median_us / default_us, how records rank (the compiler's
     `compiler.tune.database.speed_ratio`: medians measured at different moments of a shared machine
     are not comparable, the ratio to the default timed in alternation in the same child is); a
@@ -108,12 +108,12 @@ class DjangoTuningDatabase:
         self.added = 0
 
     def best(self, workload: str, target: Any) -> dict[str, Any] | None:
-        """The best record (lowest median_us / default_us: `_ranked`) of `workload` on `target`'s
+        """The best record (lowest median_us / default_us: `ranked`) of `workload` on `target`'s
         machine kind (same triple, CPU and features), or None. The returned dict is the compiler's record format plus `record_id`
         and `compilation` (the public id of the compilation whose tuning found it, or None)."""
         with self._lock:
             self._looked_up.add(str(workload))
-        row = (_ranked(TuningRecord.objects.filter(workload_key=str(workload), **_machine(target)))
+        row = (ranked(TuningRecord.objects.filter(workload_key=str(workload), **_machine(target)))
                .order_by(F("ratio").asc(nulls_last=True), "created_at").first())
         if row is None:
             return None
@@ -124,11 +124,11 @@ class DjangoTuningDatabase:
 
     def add(self, record: dict) -> None:
         """Store a measured schedule when its median_us / default_us is below the best record's of its
-        workload on its machine kind (`_ranked`: the database keeps the best per workload and machine;
+        workload on its machine kind (`ranked`: the database keeps the best per workload and machine;
         a slower or equal one is dropped). Raises InvalidRecord for a record that is not valid (`check_record`)."""
         check_record(record)
         machine = _machine(record)
-        current = (_ranked(TuningRecord.objects.filter(workload_key=record["workload"], **machine))
+        current = (ranked(TuningRecord.objects.filter(workload_key=record["workload"], **machine))
                    .order_by(F("ratio").asc(nulls_last=True)).values_list("ratio", flat=True).first())
         if current is not None and current <= float(record["median_us"]) / float(record["default_us"]):
             return
