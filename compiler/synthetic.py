@@ -189,6 +189,40 @@ MODELS = {
 }
 
 
+def conv_pools(size: int = 16) -> onnx.ModelProto:
+    """Every Conv schedule and the pooling and normalization around them, batch dim ``N``, input
+    ``[N, 3, size, size]`` float32, output ``[N, 5]``: a small-K direct 3x3 Conv, MaxPool, a cache-blocked
+    3x3 Conv with BatchNormalization, depthwise 3x3, a 1x1 Conv with a residual Add,
+    InstanceNormalization, a padded AveragePool, nearest Resize, GlobalAveragePool and a Gemm head
+    (the run-time batch tests of ``compiler.schedule.batch_loops`` and ``scripts/bench_dim_range.py``)."""
+    rng = np.random.default_rng(3)
+
+    def c(name: str, shape: tuple[int, ...], scale: float = 0.3) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+             n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             n("BatchNormalization", ["c2", "g", "be", "mu", "var"], ["bn"]), n("Relu", ["bn"], ["r2"]),
+             n("Conv", ["r2", "wd"], ["d"], pads=[1, 1, 1, 1], group=32),
+             n("Conv", ["d", "w3"], ["c3"]), n("Add", ["c3", "r2"], ["res"]),
+             n("InstanceNormalization", ["res", "ig", "ib"], ["inorm"]),
+             n("AveragePool", ["inorm"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0),
+             n("Resize", ["ap", "", "sc"], ["up"], mode="nearest"),
+             n("GlobalAveragePool", ["up"], ["gp"]), n("Flatten", ["gp"], ["f"]),
+             n("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
+    inits = [c("w1", (16, 3, 3, 3)), c("b1", (16,)), c("w2", (32, 16, 3, 3), 0.1), c("g", (32,)), c("be", (32,)),
+             c("mu", (32,)), numpy_helper.from_array((rng.random(32) + 0.5).astype(np.float32), "var"),
+             c("wd", (32, 1, 3, 3)), c("w3", (32, 32, 1, 1), 0.2), c("ig", (32,)), c("ib", (32,)),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"), c("fc", (5, 32)), c("fb", (5,))]
+    g = helper.make_graph(nodes, "convpools", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, size, size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
 def main(argv: list[str] | None = None) -> int:
     """Compile each synthetic model at O2 and print Prism ms, ONNX Runtime ms and the ratio (one run)."""
     ap = argparse.ArgumentParser(prog="python -m compiler.synthetic", description=main.__doc__)

@@ -24,6 +24,7 @@ from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from compiler import synthetic  # noqa: E402
 from compiler.driver import Request  # noqa: E402
 from compiler.driver.stages import run_stages  # noqa: E402
 from compiler.driver.state import Compilation  # noqa: E402
@@ -51,31 +52,9 @@ def conv_net() -> tuple[onnx.ModelProto, list]:
 
 
 def conv_pools() -> tuple[onnx.ModelProto, list]:
-    """Every Conv schedule with pooling and normalization around them (tests/compiler/schedule/
-    test_batch_loops.py's conv net): small-K direct 3x3, MaxPool, blocked 3x3 + BatchNormalization,
-    depthwise, 1x1 + residual Add, InstanceNormalization, padded AveragePool, Resize, GAP, Gemm."""
-    rng = np.random.default_rng(3)
-
-    def c(name: str, shape: tuple, scale: float = 0.3) -> onnx.TensorProto:
-        return _c(name, rng.standard_normal(shape) * scale)
-
-    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["r1"]),
-             h.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-             h.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
-             h.make_node("BatchNormalization", ["c2", "g", "be", "mu", "var"], ["bn"]), h.make_node("Relu", ["bn"], ["r2"]),
-             h.make_node("Conv", ["r2", "wd"], ["d"], pads=[1, 1, 1, 1], group=32),
-             h.make_node("Conv", ["d", "w3"], ["c3"]), h.make_node("Add", ["c3", "r2"], ["res"]),
-             h.make_node("InstanceNormalization", ["res", "ig", "ib"], ["inorm"]),
-             h.make_node("AveragePool", ["inorm"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0),
-             h.make_node("Resize", ["ap", "", "sc"], ["up"], mode="nearest"),
-             h.make_node("GlobalAveragePool", ["up"], ["gp"]), h.make_node("Flatten", ["gp"], ["f"]),
-             h.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
-    inits = [c("w1", (16, 3, 3, 3)), c("b1", (16,)), c("w2", (32, 16, 3, 3), 0.1), c("g", (32,)), c("be", (32,)),
-             c("mu", (32,)), _c("var", rng.random(32) + 0.5), c("wd", (32, 1, 3, 3)), c("w3", (32, 32, 1, 1), 0.2),
-             c("ig", (32,)), c("ib", (32,)), _c("sc", np.array([1, 1, 2, 2])), c("fc", (5, 32)), c("fb", (5,))]
-    g = h.make_graph(nodes, "convpools", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 32, 32])],
-                     [h.make_tensor_value_info("y", T.FLOAT, ["N", 5])], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8), ["N", 3, 32, 32]
+    """Every Conv schedule with pooling and normalization around them at 32x32 (``compiler.synthetic.conv_pools``,
+    the run-time batch tests' conv net)."""
+    return synthetic.conv_pools(32), ["N", 3, 32, 32]
 
 
 def encoder(tokens: int = 32, d: int = 64) -> tuple[onnx.ModelProto, list]:

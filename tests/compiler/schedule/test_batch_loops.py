@@ -8,9 +8,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto as TP
-from onnx import helper as h
-from onnx import numpy_helper
 
 from compiler.driver import Request
 from compiler.driver.stages import run_stages
@@ -41,6 +38,7 @@ from compiler.runtime.batch import BatchProgram
 from compiler.runtime.program import bind
 from compiler.schedule.batch import BATCH_N, BatchDim, takes_batch
 from compiler.schedule.batch_loops import bound_batch_loops, span
+from compiler.synthetic import conv_pools
 
 HI = 4
 X = Buffer("in0", "f32", (HI, 3, 5))
@@ -157,35 +155,9 @@ def test_span_of_index_arithmetic() -> None:
 
 
 def conv_net() -> onnx.ModelProto:
-    """Every Conv schedule and the pooling and normalization around them, batch dim 'N': a small-K
-    direct 3x3 Conv, MaxPool, a cache-blocked 3x3 Conv with BatchNormalization, depthwise 3x3, a 1x1
-    Conv with a residual Add, InstanceNormalization, a padded AveragePool, nearest Resize,
-    GlobalAveragePool and a Gemm head."""
-    rng = np.random.default_rng(3)
-
-    def c(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
-
-    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["r1"]),
-             h.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-             h.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
-             h.make_node("BatchNormalization", ["c2", "g", "be", "mu", "var"], ["bn"]), h.make_node("Relu", ["bn"], ["r2"]),
-             h.make_node("Conv", ["r2", "wd"], ["d"], pads=[1, 1, 1, 1], group=32),
-             h.make_node("Conv", ["d", "w3"], ["c3"]), h.make_node("Add", ["c3", "r2"], ["res"]),
-             h.make_node("InstanceNormalization", ["res", "ig", "ib"], ["inorm"]),
-             h.make_node("AveragePool", ["inorm"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0),
-             h.make_node("Resize", ["ap", "", "sc"], ["up"], mode="nearest"),
-             h.make_node("GlobalAveragePool", ["up"], ["gp"]), h.make_node("Flatten", ["gp"], ["f"]),
-             h.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
-    inits = [c("w1", (16, 3, 3, 3)), c("b1", (16,)), c("w2", (32, 16, 3, 3), 0.1), c("g", (32,)), c("be", (32,)),
-             c("mu", (32,)), numpy_helper.from_array((rng.random(32) + 0.5).astype(np.float32), "var"),
-             c("wd", (32, 1, 3, 3)), c("w3", (32, 32, 1, 1), 0.2), c("ig", (32,)), c("ib", (32,)),
-             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"), c("fc", (5, 32)), c("fb", (5,))]
-    g = h.make_graph(nodes, "convnet", [h.make_tensor_value_info("x", TP.FLOAT, ["N", 3, 16, 16])],
-                     [h.make_tensor_value_info("y", TP.FLOAT, ["N", 5])], inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    """Every Conv schedule and the pooling and normalization around them at 16x16, batch dim 'N'
+    (``compiler.synthetic.conv_pools``)."""
+    return conv_pools(16)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
