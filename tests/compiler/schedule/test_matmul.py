@@ -129,6 +129,20 @@ def test_large_per_batch_gemms_keep_parallel_row_tiles() -> None:
     assert "parallel(mo)" in text and "parallel(b)" not in text
 
 
+def _same_at_1_and_2_threads_and_as_ort(m, x) -> None:  # type: ignore[no-untyped-def]
+    """``m`` (input ``a``) compiled once and run at 1 and 2 threads: bitwise equal, and equal to ONNX Runtime."""
+    comp = compile_program(m, None)
+    assert comp.program is not None
+    outs = {}
+    for threads in (1, 2):
+        comp.program.threads = threads
+        b = Bound(comp.program, [x])
+        b.run()
+        outs[threads] = b.outputs()[0]
+    np.testing.assert_array_equal(outs[1], outs[2])
+    np.testing.assert_allclose(outs[2], ort_run(m, {"a": x})[0], rtol=1e-4, atol=1e-4)
+
+
 def test_leftover_row_tile_is_the_last_parallel_iteration_and_outputs_do_not_depend_on_threads() -> None:
     """M = 61 rows in 6-row tiles: 10 tiles and one of 1 row, all 11 in the one parallel row-tile loop
     (N = 48 columns, fewer than M: rows are the split); bitwise the same at 1 and 2 threads, and equal to
@@ -141,17 +155,7 @@ def test_leftover_row_tile_is_the_last_parallel_iteration_and_outputs_do_not_dep
     if "6x16 register tile" in text:  # the AVX2 tile; AVX-512's 8-row tile leaves 5 rows
         assert "10 tiles of 6 rows and one of 1 (the last iteration of mo)" in text, text
     assert "(the last iteration of mo)" in text and "split into tasks" in text, text
-    comp = compile_program(m, None)
-    assert comp.program is not None
-    x = f(1, 61, 256)
-    outs = {}
-    for threads in (1, 2):
-        comp.program.threads = threads
-        b = Bound(comp.program, [x])
-        b.run()
-        outs[threads] = b.outputs()[0]
-    np.testing.assert_array_equal(outs[1], outs[2])
-    np.testing.assert_allclose(outs[2], ort_run(m, {"a": x})[0], rtol=1e-4, atol=1e-4)
+    _same_at_1_and_2_threads_and_as_ort(m, f(1, 61, 256))
 
 
 def test_more_columns_than_rows_split_the_weights_by_column_tiles() -> None:
@@ -163,14 +167,4 @@ def test_more_columns_than_rows_split_the_weights_by_column_tiles() -> None:
     (k,) = _matmul_kernels(check_model(m))
     text = "\n".join(k.func.attrs["schedule"])
     assert "parallel(nt)" in text and "(after the full ones, in each column tile)" in text and "nt: " in text, text
-    comp = compile_program(m, None)
-    assert comp.program is not None
-    x = f(1, 61, 256)
-    outs = {}
-    for threads in (1, 2):
-        comp.program.threads = threads
-        b = Bound(comp.program, [x])
-        b.run()
-        outs[threads] = b.outputs()[0]
-    np.testing.assert_array_equal(outs[1], outs[2])
-    np.testing.assert_allclose(outs[2], ort_run(m, {"a": x})[0], rtol=1e-4, atol=1e-4)
+    _same_at_1_and_2_threads_and_as_ort(m, f(1, 61, 256))
